@@ -1,0 +1,18 @@
+"""Small shared types: Estimate, PrivacyStatement, validation errors, RNG policy."""
+
+from .errors import OutOfDomainError, ShuffleDPError, ValidationError
+from .estimate import Estimate
+from .privacy import PrivacyStatement, round_up
+from .rng import as_generator, secure_rng, simulation_rng
+
+__all__ = [
+    "Estimate",
+    "PrivacyStatement",
+    "round_up",
+    "ShuffleDPError",
+    "ValidationError",
+    "OutOfDomainError",
+    "as_generator",
+    "secure_rng",
+    "simulation_rng",
+]

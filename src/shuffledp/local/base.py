@@ -1,0 +1,182 @@
+"""The contract every local randomizer implements.
+
+Reports are **columnar**: a ``dict`` mapping a field name to a numpy array whose first axis
+indexes users (``n`` rows). A single user is ``n = 1``. This makes reports cheap to
+concatenate, shuffle, serialise and stream.
+
+Aggregation produces a **mergeable sufficient statistic**: a numpy array such that
+``aggregate(a ∪ b) == aggregate(a) + aggregate(b)``. ``estimate(statistic, n)`` turns it into
+an :class:`~shuffledp.core.Estimate`.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..core.errors import ValidationError
+from ..core.estimate import Estimate
+from ..core.privacy import PrivacyStatement
+from ..core.validation import check_domain_size, check_epsilon, check_int_values, check_real_values
+
+__all__ = [
+    "Reports",
+    "LocalRandomizer",
+    "FrequencyOracle",
+    "MeanOracle",
+    "n_reports",
+    "concat_reports",
+    "take_reports",
+    "DEFAULT_CHUNK",
+]
+
+Reports = dict[str, np.ndarray]
+
+#: Users processed per chunk on O(n*d) paths so memory stays bounded.
+DEFAULT_CHUNK = 1 << 16
+
+
+def n_reports(reports: Reports) -> int:
+    """Number of users in a columnar report batch."""
+    if not reports:
+        return 0
+    return int(next(iter(reports.values())).shape[0])
+
+
+def concat_reports(parts: list[Reports]) -> Reports:
+    """Concatenate report batches (same fields) along the user axis."""
+    if not parts:
+        raise ValidationError("concat_reports needs at least one batch", parameter="parts")
+    keys = parts[0].keys()
+    return {k: np.concatenate([p[k] for p in parts], axis=0) for k in keys}
+
+
+def take_reports(reports: Reports, idx: np.ndarray | slice) -> Reports:
+    """Select users ``idx`` (a permutation shuffles a batch)."""
+    return {k: v[idx] for k, v in reports.items()}
+
+
+class LocalRandomizer(ABC):
+    """An eps-LDP randomizer with an analyzer.
+
+    Subclasses set ``name`` (the registry name) and implement the abstract methods.
+    """
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, epsilon: float) -> None:
+        self.epsilon = check_epsilon(epsilon)
+
+    # --- client ---------------------------------------------------------------------
+    @abstractmethod
+    def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
+        """Randomize each user's value; returns columnar reports (n rows)."""
+
+    # --- analyzer -------------------------------------------------------------------
+    @abstractmethod
+    def aggregate(self, reports: Reports) -> np.ndarray:
+        """Mergeable sufficient statistic of a report batch."""
+
+    @abstractmethod
+    def estimate(self, statistic: np.ndarray, n: int) -> Estimate:
+        """Unbiased estimate from the aggregated statistic of ``n`` users."""
+
+    @abstractmethod
+    def variance(self, n: int, f: float = 0.0) -> float:
+        """Closed-form variance of one estimated value from ``n`` users (true value ``f``)."""
+
+    # --- privacy --------------------------------------------------------------------
+    @abstractmethod
+    def probabilities(self, reports: Reports, x: Any) -> np.ndarray:
+        """Pr[R(x) = y_i] (or the density) for each report y_i in ``reports``, input ``x``."""
+
+    @property
+    def privacy(self) -> PrivacyStatement:
+        """Each report is eps-LDP (replace-one neighbouring on a single user's input)."""
+        return PrivacyStatement(self.epsilon, 0.0, "local", "replace_one", note=f"{type(self).__name__}")
+
+    def validate_reports(self, reports: Reports) -> Reports:
+        """Check a report batch received from outside (fields, dtypes, ranges)."""
+        return reports
+
+    def run(self, values: Any, rng: np.random.Generator) -> Estimate:
+        """Convenience: randomize, aggregate and estimate in one call (simulation)."""
+        reports = self.randomize(values, rng)
+        return self.estimate(self.aggregate(reports), n_reports(reports))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(epsilon={self.epsilon:g})"
+
+
+class FrequencyOracle(LocalRandomizer):
+    """eps-LDP frequency oracle over the domain [0, d).
+
+    ``estimate(...).values`` are **fractions** of users per item (unbiased, may be negative);
+    ``variance(n, f)`` is the variance of one item's fraction estimate when its true fraction
+    is ``f``.
+    """
+
+    def __init__(self, epsilon: float, d: int) -> None:
+        super().__init__(epsilon)
+        self.d = check_domain_size(d)
+
+    def check_values(self, values: Any) -> np.ndarray:
+        return check_int_values(values, self.d)
+
+    def simulate_statistic(self, true_counts: Any, rng: np.random.Generator) -> np.ndarray:
+        """Sample the aggregate statistic directly from the true per-item counts.
+
+        Only mechanisms whose aggregate distribution is known exactly implement it; it has the
+        same distribution as ``aggregate(randomize(values))`` and costs O(d) or O(d^2),
+        independent of n.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no exact statistic simulation")
+
+    def check_counts(self, true_counts: Any) -> np.ndarray:
+        c = np.asarray(true_counts)
+        if c.shape != (self.d,) or not np.issubdtype(c.dtype, np.integer) or (c.size and c.min() < 0):
+            raise ValidationError(f"true_counts must be {self.d} non-negative integers", parameter="true_counts")
+        return c.astype(np.int64)
+
+    def _pure_estimate(self, support_counts: np.ndarray, n: int, p: float, q: float) -> Estimate:
+        """Estimator of a pure protocol (Wang et al. 2017): (C_i - n q) / (n (p - q))."""
+        if n <= 0:
+            raise ValidationError(f"n must be >= 1, got {n}", parameter="n")
+        f = (np.asarray(support_counts, dtype=np.float64) - n * q) / (n * (p - q))
+        fc = np.clip(f, 0.0, 1.0)
+        var = (q * (1 - q) + fc * (1 - p - q) * (p - q)) / (n * (p - q) ** 2)
+        return Estimate(f, np.sqrt(var), n, self.privacy, "frequency")
+
+    @staticmethod
+    def _pure_variance(n: int, f: float, p: float, q: float) -> float:
+        """Exact variance of a pure protocol's fraction estimate (spec §1)."""
+        return (q * (1 - q) + f * (1 - p - q) * (p - q)) / (n * (p - q) ** 2)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(epsilon={self.epsilon:g}, d={self.d})"
+
+
+class MeanOracle(LocalRandomizer):
+    """eps-LDP mean estimator for values in [-1, 1] (``dim`` coordinates per user)."""
+
+    def __init__(self, epsilon: float, dim: int = 1) -> None:
+        super().__init__(epsilon)
+        from ..core.validation import check_positive_int
+
+        self.dim = check_positive_int(dim, "dim")
+
+    def check_values(self, values: Any) -> np.ndarray:
+        if self.dim == 1:
+            return check_real_values(values, -1.0, 1.0)
+        arr = check_real_values(values, -1.0, 1.0, ndim=2)
+        if arr.shape[1] != self.dim:
+            raise ValidationError(f"values must have {self.dim} columns, got {arr.shape[1]}", parameter="values")
+        return arr
+
+
+def exp_eps(eps: float) -> float:
+    """e^eps (helper with a readable name)."""
+    return math.exp(eps)
