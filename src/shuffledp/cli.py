@@ -68,13 +68,41 @@ def simulate(
     console.print(f"Privacy: {est.privacy}", markup=False)
 
 
-@app.command()
-def demo() -> None:
-    """The main job on embedded defaults."""
+experiment_app = typer.Typer(no_args_is_help=True, help="Reproduce the source documents' experiments.")
+app.add_typer(experiment_app, name="experiment")
+
+#: Modules that add commands. Each defines ``register(app, experiment_app)``; a module that
+#: is not present (its layer not built yet) is skipped. Order = order in ``--help``.
+COMMAND_MODULES = (
+    "shuffledp.experiments.amplification_cli",
+    "shuffledp.experiments.survey_cli",
+    "shuffledp.experiments.keyvalue_cli",
+    "shuffledp.service.cli",
+)
+
+
+def _register_commands() -> None:
+    import importlib
+
+    for mod in COMMAND_MODULES:
+        try:
+            m = importlib.import_module(mod)
+        except ModuleNotFoundError as e:
+            if e.name is not None and mod.startswith(e.name):
+                continue  # that layer is not present
+            raise
+        m.register(app, experiment_app)
+
+
+def _default_demo() -> None:
+    """The main job on embedded defaults (replaced by the service demo once it exists)."""
     simulate(mechanism="olh", epsilon=1.0, d=1024, n=1_000_000, zipf=1.1, top=10, seed=1, chunk=200_000)
 
 
 def main() -> None:  # console-script entry point
+    _register_commands()
+    if not any(c.name == "demo" for c in app.registered_commands):
+        app.command(name="demo")(_default_demo)
     app()
 
 
