@@ -133,24 +133,30 @@ def _dg_tail_exact(sigma: float, threshold: float) -> float:
     return float(w[z >= m].sum() / norm)
 
 
-def _dg_tail_bounds(sigma: float, threshold: float) -> tuple[float, float]:
-    """Rigorous (lower, upper) bounds on P[Y > threshold] for large sigma.
+def _dg_upper_tail_bounds(sigma: float, m: int) -> tuple[float, float]:
+    """Rigorous (lower, upper) bounds on P[Y >= m], Y ~ N_Z(0, sigma^2), integer m >= 0.
 
-    For integers z >= m >= 0, f(z) = exp(-z^2/2s^2) is decreasing, so
-    int_m^inf f <= sum_{z >= m} f(z) <= f(m) + int_m^inf f; the normaliser is
-    sqrt(2 pi) s (1 + 2 sum_k exp(-2 pi^2 s^2 k^2)), equal to sqrt(2 pi) s in double precision
-    for s >= 1 (Poisson summation). Negative thresholds use symmetry.
+    With f(x) = exp(-x^2/2s^2) and the normaliser sqrt(2 pi) s (1 + 2 sum_k exp(-2 pi^2 s^2 k^2)),
+    which is sqrt(2 pi) s in double precision for s >= 1 (Poisson summation):
+    where f is convex on [m - 1/2, inf) (m >= s + 1/2), Hermite–Hadamard gives
+    int_m^inf f + f(m)/2 <= sum_{z >= m} f(z) <= int_{m - 1/2}^inf f (a gap of order f'(m));
+    otherwise, f decreasing gives int_m^inf f <= sum <= f(m) + int_m^inf f.
     """
-    m = math.floor(threshold) + 1
     root = math.sqrt(2.0 * math.pi) * sigma
+    fm = math.exp(-m * m / (2.0 * sigma * sigma)) / root
+    lower = float(stats.norm.sf(m / sigma))
+    if m >= sigma + 0.5:
+        return lower + 0.5 * fm, min(1.0, float(stats.norm.sf((m - 0.5) / sigma)))
+    return lower, min(1.0, lower + fm)
+
+
+def _dg_tail_bounds(sigma: float, threshold: float) -> tuple[float, float]:
+    """Rigorous (lower, upper) bounds on P[Y > threshold] for large sigma (negative thresholds
+    by symmetry: P[Y > t] = 1 - P[Y >= 1 - m] with m = floor(t) + 1)."""
+    m = math.floor(threshold) + 1
     if m >= 0:
-        lower = float(stats.norm.sf(m / sigma))
-        upper = min(1.0, lower + math.exp(-m * m / (2.0 * sigma * sigma)) / root)
-        return lower, upper
-    # P[Y > threshold] = 1 - P[Y <= m - 1] = 1 - P[Y >= 1 - m], with 1 - m >= 1
-    k = 1 - m
-    lo_k = float(stats.norm.sf(k / sigma))
-    hi_k = min(1.0, lo_k + math.exp(-k * k / (2.0 * sigma * sigma)) / root)
+        return _dg_upper_tail_bounds(sigma, m)
+    lo_k, hi_k = _dg_upper_tail_bounds(sigma, 1 - m)
     return 1.0 - hi_k, 1.0 - lo_k
 
 
@@ -158,8 +164,8 @@ def discrete_gaussian_delta(sigma: float, epsilon: float, sensitivity: int = 1) 
     """delta(eps) of adding N_Z(0, sigma^2) to an integer query with sensitivity D (CKS20 Thm 7).
 
     Exact summation for sigma <= 1e4 (float sums, relative error ~1e-13); above that an upper
-    bound from :func:`_dg_tail_bounds` (its slack is below exp(-m^2/2s^2)/(sqrt(2 pi) s),
-    i.e. relative O(1/sigma)).
+    bound from :func:`_dg_tail_bounds` (tails by Hermite–Hadamard integral comparison; its slack
+    is of order the pmf's slope at the thresholds, relative O(eps/D) or smaller).
     """
     s2 = sigma * sigma
     a = epsilon * s2 / sensitivity - sensitivity / 2.0

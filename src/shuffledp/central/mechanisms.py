@@ -298,6 +298,10 @@ class LaplaceMechanism(_GridMixin, CentralMechanism):
     def variance(self) -> float:
         return discrete_laplace_variance(float(self.grid_scale)) * self.granularity ** 2
 
+    def noise_pmf_grid(self, z: Any) -> np.ndarray:
+        """P(Z = z) of the integer noise added to the grid code."""
+        return discrete_laplace_pmf(z, float(self.grid_scale))
+
     def release(self, true_value: Any, *, rng: object = None, seed: object = None) -> float | np.ndarray:
         """f(D) snapped to the grid plus exact integer noise, as floats (seeds refused)."""
         refuse_seed(rng, seed)
