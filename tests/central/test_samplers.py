@@ -1,6 +1,7 @@
 """Exact samplers: their laws (pmf ratios, chi-square) in algorithm, simulation and production mode."""
 
 import math
+import os
 from fractions import Fraction
 
 import numpy as np
@@ -211,3 +212,33 @@ def test_polya_bad_parameters():
         sample_polya(0.5, 0.0)
     with pytest.raises(ValidationError, match="trials must be even"):
         sample_symmetric_binomial(3)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_system_source_is_fork_safe():
+    """A forked child must not replay the parent's buffered OS randomness."""
+    src = exact.system_source()
+    src.getrandbits(8)  # the parent now holds a partly used buffer
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        os.write(w, src.getrandbits(128).to_bytes(16, "little"))
+        os._exit(0)
+    os.waitpid(pid, 0)
+    child = int.from_bytes(os.read(r, 16), "little")
+    os.close(r)
+    os.close(w)
+    assert child != src.getrandbits(128)
+
+
+def test_system_source_threads_get_distinct_bytes():
+    import threading
+
+    src = exact.system_source()
+    out = []
+    ths = [threading.Thread(target=lambda: out.append(src.getrandbits(128))) for _ in range(8)]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    assert len(set(out)) == 8
