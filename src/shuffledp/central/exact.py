@@ -281,10 +281,17 @@ def polya(r: Fraction, gamma: Fraction, source: RandomSource = _SYSTEM) -> int:
     rn, rd = r.numerator, r.denominator
     gs, gt = gamma.numerator, gamma.denominator
     while True:
-        g = _geometric(gs, gt, source)
+        # G = 0 with probability 1 - alpha: the empty product accepts
+        if not _bexp(gs, gt, source):
+            return 0
+        # G >= 1: the j = 1 factor is r; drawn before G's magnitude, so a rejection (probability
+        # 1 - r, the common case for r = 1/n) costs two uniform draws instead of a geometric
+        if source.randbelow(rd) >= rn:
+            continue
+        g = 1 + _geometric(gs, gt, source)  # memoryless: G | G >= 1 is 1 + Geometric(alpha)
         ok = True
-        # factor (j - 1 + r)/j = ((j - 1) rd + rn) / (j rd)
-        for j in range(1, g + 1):
+        # factor (j - 1 + r)/j = ((j - 1) rd + rn) / (j rd), j = 2..g
+        for j in range(2, g + 1):
             if source.randbelow(j * rd) >= (j - 1) * rd + rn:
                 ok = False
                 break
