@@ -237,14 +237,19 @@ def binomial_delta(trials: int, epsilon: float, sensitivity: int = 1) -> float:
     """Exact delta(eps) of adding Bin(N, 1/2) to an integer query with sensitivity D.
 
     The hockey-stick divergence sum_y max(0, P(y - k) - e^eps P(y)) of the shifted pmf against
-    the pmf, maximised over shifts k = 1..min(D, 32) (and k = D); symmetric in direction.
-    Cost O(N) per shift (N <= 2e7).
+    the pmf, maximised over every shift k = 1..D when D (N + 1) <= 5e7, otherwise over
+    k = 1..32 and k = D (for this log-concave law delta grows with the shift in every case we
+    computed, but that is not proved here); symmetric in direction. Cost O(N) per shift
+    (N <= 2e7).
     """
     n = check_positive_int(trials, "trials")
     if n > _BINOMIAL_EXACT_MAX_TRIALS:
         raise OutOfDomainError(f"exact binomial delta is computed for trials <= {_BINOMIAL_EXACT_MAX_TRIALS}, "
                                f"got {n}", parameter="trials")
-    shifts = sorted(set(range(1, min(sensitivity, 32) + 1)) | {sensitivity})
+    if sensitivity * (n + 1) <= 50_000_000:
+        shifts = list(range(1, sensitivity + 1))
+    else:
+        shifts = sorted(set(range(1, min(sensitivity, 32) + 1)) | {sensitivity})
     y = np.arange(0, n + 1, dtype=np.float64)
     logb = stats.binom.logpmf(y, n, 0.5)
     worst = 0.0
