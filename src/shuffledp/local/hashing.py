@@ -42,7 +42,7 @@ import numpy as np
 from ..core.errors import ValidationError
 from ..core.estimate import Estimate
 from ..core.validation import check_int_values, check_positive_int
-from .base import DEFAULT_CHUNK, FrequencyOracle, Reports
+from .base import FrequencyOracle, Reports
 
 __all__ = [
     "LocalHashing",
@@ -108,8 +108,8 @@ class LocalHashing(FrequencyOracle):
     Estimator: pure protocol with ``p* = p`` and ``q* = q + coll (p - q)`` where ``coll`` is the
     exact collision probability of the family (``~ 1/g``; ``q* ~ 1/g``).
     Variance of one fraction: [q*(1-q*) + f(1-p*-q*)(p*-q*)] / (n (p*-q*)^2).
-    Cost: O(n) encode; aggregate O(n + P^2 + P d) with the grouped algorithm (P ~ d), which the
-    ``P^2`` term dominates at large n; ``ceil(log2 ((P-1)P)) + ceil(log2 g)`` bits per report.
+    Cost: O(n) encode; aggregate O(n + min(n, P) (P + d)) with the grouped algorithm (P ~ d): the
+    quadratic term dominates once n >~ d (0.1-0.2 s at n = 10^6, d = 1024; 1.2 s at d = 4096); ``ceil(log2 ((P-1)P)) + ceil(log2 g)`` bits per report.
 
     Parameters
     ----------
