@@ -104,12 +104,12 @@ class HadamardResponse(FrequencyOracle):
         n = x.shape[0]
         b = self.block_size
         uniform = rng.random(n) < 2 * self.blocks / self.A
+        u = rng.integers(0, self.K, size=n, dtype=np.int64)  # the uniform output; u mod b is uniform on [b]
         s = self._row[x]
-        y0 = rng.integers(0, b, size=n, dtype=np.int64)
+        y0 = u & (b - 1)
         odd = (np.bitwise_count(s & y0) & 1).astype(bool)
-        y0 = np.where(odd, y0 ^ (s & -s), y0)  # flip the lowest set bit of s: complement -> C_x
-        own = self._block[x] * b + y0
-        y = np.where(uniform, rng.integers(0, self.K, size=n, dtype=np.int64), own)
+        y0 ^= np.where(odd, s & -s, 0)  # flip the lowest set bit of s: complement of C_x -> C_x
+        y = np.where(uniform, u, self._block[x] * b + y0)
         return {"y": y}
 
     def validate_reports(self, reports: Reports) -> Reports:
