@@ -1,0 +1,163 @@
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+from scipy.linalg import hadamard
+
+from shuffledp.core import ValidationError
+from shuffledp.local import concat_reports, frequency_oracle, n_reports
+from shuffledp.local.hadamard import HadamardResponse, fwht
+from shuffledp.local.verify import sweep_reports, worst_case_log_ratio
+from tests.conftest import mean_z_bound, variance_ratio_band
+
+
+def test_spec_worked_example_general():
+    # spec A.5: k=10, eps=ln 8: B=8, b=4, K=32, A=23, c=1/46; symbol 4 -> block 1, row 2, C_4={4,5}
+    m = frequency_oracle("hr", math.log(8), 10)
+    assert isinstance(m, HadamardResponse)
+    assert (m.blocks, m.block_size, m.K) == (8, 4, 32)
+    assert m.A == pytest.approx(23) and m.c == pytest.approx(1 / 46) and m.p_in == pytest.approx(8 / 46)
+    assert np.flatnonzero(m.in_support(np.arange(32), 4)).tolist() == [4, 5]
+    # F_S = 0.10, F_blk = 0.15 -> p_4 = 23 * 0.05 / 7 = 0.164286
+    hist = np.zeros(32, dtype=np.int64)
+    hist[[4, 5, 6, 7]] = [50, 50, 25, 25]
+    hist[0] = 850
+    assert m.estimate(hist, 1000).values[4] == pytest.approx(23 * 0.05 / 7)
+    # Var* (n_x, P_beta -> 0) = 2 n A / (e-1)^2 = 938.78 at n = 1000
+    assert m.variance(1000, 0.0, block_mass=0.0) * 1000**2 == pytest.approx(938.7755, rel=1e-6)
+
+
+def test_spec_worked_example_high_privacy():
+    # the spec's high-privacy example uses the B = 1 scheme (the general formula gives B = 2 at e = 3)
+    assert HadamardResponse(math.log(3), 7).blocks == 2
+    m = HadamardResponse(math.log(3), 7, variant="high_privacy")
+    assert m.blocks == 1 and m.K == 8
+    # p = 4 (F_S - 1/2): F_S = 0.6 -> 0.4 ; per-user count variance 4 - p_x
+    x = 2
+    inside = m.in_support(np.arange(8), x)
+    hist = np.zeros(8, dtype=np.int64)
+    hist[np.flatnonzero(inside)[0]] = 600
+    hist[np.flatnonzero(~inside)[0]] = 400
+    assert m.estimate(hist, 1000).values[x] == pytest.approx(0.4)
+    assert m.variance(1000, 0.3) * 1000**2 == pytest.approx(1000 * (4 - 0.3))
+    # high_privacy variant forces B = 1 even when e^eps >= 2
+    assert HadamardResponse(3.0, 10, variant="high_privacy").blocks == 1
+    assert HadamardResponse(3.0, 10).blocks == 16
+
+
+@pytest.mark.parametrize("eps,d,variant", [(0.5, 7, "general"), (1.0, 16, "general"), (math.log(8), 10, "general"),
+                                           (5.0, 20, "general"), (2.0, 5, "high_privacy")])
+def test_exact_privacy(eps, d, variant, rng):
+    m = HadamardResponse(eps, d, variant)
+    reports = sweep_reports(m, range(d), 200, rng)
+    assert worst_case_log_ratio(m, reports, range(d)) <= eps + 1e-9
+    allr = {"y": np.arange(m.K)}
+    assert worst_case_log_ratio(m, allr, range(d)) == pytest.approx(eps)
+    probs = np.stack([m.probabilities(allr, x) for x in range(d)])
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0)
+
+
+@pytest.mark.parametrize("eps,d", [(math.log(8), 10), (0.5, 6)])
+def test_sampler_matches_probabilities(eps, d, rng):
+    m = HadamardResponse(eps, d)
+    N = 100_000
+    for x in (0, d - 1):
+        y = m.randomize(np.full(N, x), rng)["y"]
+        obs = np.bincount(y, minlength=m.K)
+        exp = m.probabilities({"y": np.arange(m.K)}, x) * N
+        assert stats.chisquare(obs, exp).pvalue > 1e-4
+
+
+@pytest.mark.parametrize("eps", [math.log(8), 0.5])
+def test_unbiased_and_variance(eps, rng):
+    d, n, R = 10, 2000, 4000
+    m = HadamardResponse(eps, d)
+    x = np.repeat(np.arange(d), n // d)
+    x[: n // 2] = 4  # skewed: item 4 heavy, item 5 shares its block
+    f = np.bincount(x, minlength=d) / n
+    ests = np.array([m.estimate(m.aggregate(m.randomize(x, rng)), n).values for _ in range(R)])
+    var_all = m.variances(n, f)
+    lo, hi = variance_ratio_band(R)
+    assert 0.9 < lo and hi < 1.1
+    for i in (4, 5, 9):
+        z = (ests[:, i].mean() - f[i]) / math.sqrt(var_all[i] / R)
+        assert abs(z) < mean_z_bound()
+        assert lo <= ests[:, i].var(ddof=1) / var_all[i] <= hi
+
+
+def test_simulate_statistic_matches(rng):
+    d = 10
+    m = HadamardResponse(math.log(8), d)
+    counts = np.array([50, 0, 10, 5, 5, 30, 0, 0, 7, 3])
+    x = np.repeat(np.arange(d), counts)
+    R = 3000
+    a = np.array([m.aggregate(m.randomize(x, rng)) for _ in range(R)])
+    b = np.array([m.simulate_statistic(counts, rng) for _ in range(R)])
+    assert (b.sum(axis=1) == counts.sum()).all()
+    se = np.sqrt(a.var(0) / R + b.var(0) / R)
+    assert np.all(np.abs(a.mean(0) - b.mean(0)) < 5 * se)
+    assert np.allclose(a.var(0), b.var(0), rtol=0.15)
+
+
+@settings(max_examples=80, deadline=None)
+@given(k=st.integers(0, 8), batch=st.integers(1, 4), seed=st.integers(0, 2**32 - 1))
+def test_fwht_matches_dense_hadamard(k, batch, seed):
+    K = 1 << k
+    a = np.random.default_rng(seed).integers(-1000, 1000, size=(batch, K))
+    out = fwht(a, axis=1)
+    np.testing.assert_array_equal(out, a @ hadamard(K))
+    np.testing.assert_array_equal(fwht(a.T, axis=0), (a @ hadamard(K)).T)
+    np.testing.assert_array_equal(fwht(out, axis=1), K * a)  # H H = K I
+    af = a.astype(float)
+    np.testing.assert_allclose(fwht(af, axis=1), af @ hadamard(K))
+
+
+def test_fwht_bad_length():
+    with pytest.raises(ValidationError):
+        fwht(np.zeros(6))
+
+
+def test_mergeable(rng):
+    m = HadamardResponse(2.0, 30)
+    r1 = m.randomize(rng.integers(0, 30, 100), rng)
+    r2 = m.randomize(rng.integers(0, 30, 50), rng)
+    both = concat_reports([r1, r2])
+    assert n_reports(both) == 150
+    np.testing.assert_array_equal(m.aggregate(both), m.aggregate(r1) + m.aggregate(r2))
+
+
+def test_validate_reports(rng):
+    m = HadamardResponse(1.0, 10)
+    r = m.randomize(rng.integers(0, 10, 20), rng)
+    np.testing.assert_array_equal(m.validate_reports(r)["y"], r["y"])
+    for bad in ({"y": np.array([m.K])}, {"y": np.array([-1])}, {"y": np.array([0.5])}, {"z": r["y"]},
+                {"y": r["y"], "seed": r["y"]}):
+        with pytest.raises(ValidationError):
+            m.validate_reports(bad)
+
+
+@pytest.mark.parametrize("bad", [[0, 10], [-1], [0.5], [np.nan], ["a"], [True]])
+def test_bad_values(bad, rng):
+    m = HadamardResponse(1.0, 10)
+    with pytest.raises(ValidationError):
+        m.randomize(np.array(bad), rng)
+
+
+@pytest.mark.parametrize("kwargs", [dict(epsilon=0, d=4), dict(epsilon=1.0, d=1), dict(epsilon=1.0, d=4, variant="x"),
+                                    dict(epsilon=float("inf"), d=4)])
+def test_bad_params(kwargs):
+    with pytest.raises(ValidationError):
+        HadamardResponse(**kwargs)
+
+
+def test_bad_statistic():
+    m = HadamardResponse(1.0, 10)
+    with pytest.raises(ValidationError):
+        m.estimate(np.zeros(m.K + 1), 10)
+    with pytest.raises(ValidationError):
+        m.estimate(np.zeros(m.K), 0)
+    with pytest.raises(ValidationError):
+        m.variances(10, np.zeros(3))
