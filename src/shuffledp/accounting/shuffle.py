@@ -387,39 +387,82 @@ def shuffle_statement(eps0: float, n: int, delta: float, method: Method = "clone
                                  + (f" ({extra})" if extra else ""))
 
 
+def _converse_closed(eps_c: float, n: int, delta: float, method: str, opts: dict[str, Any]) -> float:
+    """The closed-form theorems solved for eps0 (the survey's converse tables); OutOfDomainError
+    when the solution falls outside the theorem's domain (the tables' "None")."""
+    if method == "erlingsson2019":
+        if not (n > 1000 and delta < 0.01):
+            raise OutOfDomainError("erlingsson2019 needs n > 1000 and delta < 0.01", parameter="n")
+        e0 = eps_c / (12.0 * math.sqrt(math.log(1.0 / delta) / n))
+        if not e0 < 0.5:
+            raise OutOfDomainError(f"erlingsson2019 converse gives eps0 = {e0:.4g}, outside eps0 < 0.5",
+                                   parameter="eps_c")
+        return e0
+    if method == "cheu2019":
+        L = math.log(4.0 / delta)
+        if opts["form"] == "exact":
+            lam = 32.0 * L / (eps_c**2 * n)
+            if not (14.0 * L / n <= lam < 1.0):
+                raise OutOfDomainError(f"cheu2019 converse gives lambda = {lam:.4g}, outside "
+                                       f"[14 ln(4/delta)/n, 1) = [{14 * L / n:.4g}, 1)", parameter="eps_c")
+            return math.log(2.0 / lam - 1.0)
+        x = eps_c**2 * n / (32.0 * L)
+        if not (x > 1.0 and math.log(x) <= math.log(n) - math.log(14.0 * L)):
+            raise OutOfDomainError("cheu2019 form='eq7' converse is outside 0 < eps0 <= ln n - ln(14 ln(4/delta))",
+                                   parameter="eps_c")
+        return math.log(x)
+    if method == "blanket":  # closed_form, krr
+        k = opts["k"]
+        if eps_c > 1.0 or n < 2:
+            raise OutOfDomainError("blanket closed form (BBGN19 Thm 3.1) needs eps_c <= 1 and n >= 2",
+                                   parameter="eps_c")
+        lam = max(14.0 * k * math.log(2.0 / delta) / ((n - 1) * eps_c**2), 27.0 * k / ((n - 1) * eps_c))
+        if not lam < 1.0:
+            raise OutOfDomainError(f"blanket closed form converse gives lambda = {lam:.4g} >= 1", parameter="eps_c")
+        return math.log1p(k * (1.0 - lam) / lam)
+    # clones_closed_form: increasing in eps0 on (0, limit]; bisection
+    variant = opts["variant"]
+    L2 = math.log((2.0 if variant == "paper" else 4.0) / delta)
+    if n <= 16.0 * L2:
+        raise OutOfDomainError(f"clones_closed_form needs n > 16 ln({'2' if variant == 'paper' else '4'}/delta)",
+                               parameter="n")
+    limit = math.log(n / (16.0 * L2))
+    if _clones_closed(limit, n, delta, variant) <= eps_c:
+        return limit
+    lo, hi = 0.0, limit
+    if _clones_closed(1e-12, n, delta, variant) > eps_c:
+        raise OutOfDomainError(f"clones_closed_form: no eps0 gives eps_c <= {eps_c!r}", parameter="eps_c")
+    for _ in range(200):
+        if hi - lo <= 1e-12 * hi:
+            break
+        mid = 0.5 * (lo + hi)
+        if _clones_closed(mid, n, delta, variant) <= eps_c:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 def local_epsilon_for(eps_c: float, n: int, delta: float, method: Method = "clones", **options: Any) -> float:
     """Largest eps0 whose shuffled reports over ``n`` users are (eps_c, delta)-DP (rounded down).
 
-    Bisection on eps0 (every method is non-decreasing in eps0); numeric methods test
-    ``delta(eps_c; eps0, n) <= delta`` directly. Raises OutOfDomainError if no eps0 in the method's
-    domain reaches eps_c.
+    Numeric methods (``clones``, ``blanket`` Hoeffding/Bennett): bisection on eps0 of
+    ``delta(eps_c; eps0, n) <= delta``; the answer is >= eps_c (no amplification is always valid).
+    Closed forms: the theorem solved for eps0; raises OutOfDomainError if that lies outside the
+    theorem's domain (the survey tables' "None").
     """
     eps_c = check_epsilon(eps_c, "eps_c")
     n = _check_n(n)
     delta = check_delta(delta)
     opts = _resolve(method, options)
     fn = _numeric_delta_fn(method, opts, delta)
+    if fn is None:
+        return _round_down(_converse_closed(eps_c, n, delta, method, opts))
 
     def ok(e0: float) -> bool:
-        if fn is not None:
-            return fn(eps_c, e0, n) <= delta
-        try:
-            return min(e0, _raw(e0, n, delta, method, opts)) <= eps_c
-        except OutOfDomainError:
-            return False
+        return fn(eps_c, e0, n) <= delta
 
-    lo = eps_c
-    if not ok(lo):
-        lo = None
-        x = eps_c
-        for _ in range(60):
-            x *= 0.5
-            if ok(x):
-                lo = x
-                break
-        if lo is None:
-            raise OutOfDomainError(f"method {method!r}: no eps0 gives eps_c <= {eps_c!r} with n={n}, delta={delta!r}",
-                                   parameter="eps_c")
+    lo = eps_c  # delta(eps_c; eps_c, n) = 0
     hi = max(2.0 * lo, lo + 1.0)
     while ok(hi):
         lo = hi
