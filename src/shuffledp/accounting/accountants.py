@@ -314,6 +314,9 @@ class RdpAccountant(PrivacyAccountant):
     """Rényi-DP accountant on an order grid (default :data:`~shuffledp.accounting.rdp.DEFAULT_ORDERS`,
     1.1 … 16384).
 
+    Pure-DP events (pure, Laplace, RR) also add to a pure epsilon (the order alpha = inf); while every
+    event is pure, the reported epsilon is the smaller of the RDP conversion and that sum.
+
     Supported events: Gaussian, Laplace, k-ary randomized response, pure DP, zCDP, Poisson-subsampled
     Gaussian (MTZ19; add/remove neighbours), self-composition, composition and parallel composition
     (max of the branch curves, per order). ``ApproxDpEvent`` with delta > 0 is not supported.
@@ -334,7 +337,22 @@ class RdpAccountant(PrivacyAccountant):
         self.orders = R.check_orders(orders)
         self.conversion = conversion
         self.rdp = np.zeros_like(self.orders)
+        self.pure_eps = 0.0  # sum of eps while every event is pure DP (inf otherwise): the alpha = inf order
         self.last_order: float | None = None
+
+    def _pure(self, ev: object) -> float:
+        """Pure-DP epsilon of an event tree (inf if some part is not pure)."""
+        if isinstance(ev, (PureDpEvent, LaplaceEvent, RandomizedResponseEvent)):
+            return ev.epsilon
+        if isinstance(ev, ApproxDpEvent) and ev.delta == 0.0:
+            return ev.epsilon
+        if isinstance(ev, SelfComposedEvent):
+            return ev.count * self._pure(ev.event)
+        if isinstance(ev, ComposedEvent):
+            return math.fsum(self._pure(e) for e in ev.events)
+        if isinstance(ev, ParallelComposedEvent):
+            return max(self._pure(e) for e in ev.events)
+        return math.inf
 
     def _curve(self, ev: object) -> np.ndarray:
         a = self.orders
@@ -375,12 +393,16 @@ class RdpAccountant(PrivacyAccountant):
 
     def _add(self, event: object, count: int) -> None:
         self.rdp = self.rdp + count * self._pending
+        self.pure_eps = self.pure_eps + count * self._pure(event)
 
     def get_epsilon(self, delta: float) -> float:
         delta = check_delta(delta)
         if not self._ledger:
             return 0.0
         eps, a = R.rdp_to_epsilon(self.orders, self.rdp, delta, self.conversion)
+        if self.pure_eps <= eps:  # pure DP (alpha = inf) is the better bound
+            self.last_order = math.inf
+            return round_up(self.pure_eps)
         self.last_order = a
         if a == self.orders[-1] and len(self.orders) > 1:
             warnings.warn(f"optimal RDP order {a:g} is the largest of the grid; add larger orders", stacklevel=2)
@@ -389,6 +411,9 @@ class RdpAccountant(PrivacyAccountant):
     def get_delta(self, epsilon: float) -> float:
         epsilon = check_real(epsilon, "epsilon", low=0.0)
         if not self._ledger:
+            return 0.0
+        if epsilon >= self.pure_eps:
+            self.last_order = math.inf
             return 0.0
         d, a = R.rdp_to_delta(self.orders, self.rdp, epsilon, self.conversion)
         self.last_order = a
