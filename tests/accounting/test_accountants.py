@@ -7,7 +7,7 @@ import pytest
 
 from shuffledp.accounting import (AdvancedCompositionAccountant, ApproxDpEvent, BasicCompositionAccountant,
                                   ComposedEvent, GaussianEvent, LaplaceEvent, ParallelComposedEvent,
-                                  PoissonSampledEvent, PrivacyStatement, PureDpEvent, RandomizedResponseEvent,
+                                  PldAccountant, PoissonSampledEvent, PrivacyStatement, PureDpEvent, RandomizedResponseEvent,
                                   RdpAccountant, SelfComposedEvent, UnsupportedEventError, ZCdpAccountant, ZCdpEvent,
                                   advanced_composition, gaussian_delta_exact, gaussian_epsilon_exact, group_privacy,
                                   subsampling_amplification)
@@ -19,6 +19,7 @@ ACCOUNTANTS = [
     lambda nb="replace_one": AdvancedCompositionAccountant(nb),
     lambda nb="replace_one": RdpAccountant(neighbouring=nb),
     lambda nb="replace_one": ZCdpAccountant(nb),
+    lambda nb="replace_one": PldAccountant(1e-3, nb),
 ]
 EVENTS = [PureDpEvent(0.5), LaplaceEvent(2.0), GaussianEvent(3.0), RandomizedResponseEvent(math.log(3)),
           ZCdpEvent(0.01), ComposedEvent([LaplaceEvent(4.0), GaussianEvent(5.0)]),

@@ -13,6 +13,7 @@ from .events import (ApproxDpEvent, ComposedEvent, GaussianEvent, LaplaceEvent, 
                      PoissonSampledEvent, PureDpEvent, RandomizedResponseEvent, SelfComposedEvent, UnsupportedEventError,
                      ZCdpEvent)
 from .ledger import BudgetExceededError, BudgetLedger
+from .pld import DiscretePld, PldAccountant
 from .rdp import (DEFAULT_ORDERS, rdp_gaussian, rdp_laplace, rdp_poisson_subsampled_gaussian, rdp_pure,
                   rdp_randomized_response, rdp_to_delta, rdp_to_epsilon, rdp_zcdp, zcdp_to_delta, zcdp_to_epsilon)
 from .shuffle import (METHODS, ShuffledBinaryRR, local_epsilon_for, min_users_for, shuffle_amplification,
@@ -22,7 +23,7 @@ __all__ = [
     "PrivacyStatement", "round_up",
     # accountants and events
     "PrivacyAccountant", "BasicCompositionAccountant", "AdvancedCompositionAccountant", "RdpAccountant",
-    "ZCdpAccountant", "UnsupportedEventError",
+    "ZCdpAccountant", "PldAccountant", "DiscretePld", "UnsupportedEventError",
     "PureDpEvent", "ApproxDpEvent", "LaplaceEvent", "GaussianEvent", "RandomizedResponseEvent", "ZCdpEvent",
     "PoissonSampledEvent", "SelfComposedEvent", "ComposedEvent", "ParallelComposedEvent",
     # (eps, delta) algebra

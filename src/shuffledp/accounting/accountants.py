@@ -9,6 +9,8 @@ Back ends
   equally over the Gaussian / zCDP compositions (seed 001's split). Reports min(DRV, basic).
 - :class:`RdpAccountant` — RDP on an order grid with large orders; improved conversion by default.
 - :class:`ZCdpAccountant` — sums rho (and xi); CKS20 optimal conversion by default.
+- :class:`~shuffledp.accounting.pld.PldAccountant` (module ``pld``) — privacy-loss distributions,
+  connect-the-dots discretization, FFT composition: the tightest of these.
 
 All epsilons (and deltas) returned are rounded outward with :func:`~shuffledp.core.privacy.round_up`.
 """
