@@ -178,7 +178,6 @@ def test_bounds_never_below_exact_lower_bound(n, eps0):
     assert shuffle_amplification(eps0, n, delta, randomizer="binary_rr") <= 1.35 * lb + 1e-3
 
 
-@pytest.mark.slow
 def test_erlingsson_above_lower_bound_in_its_domain():
     for eps0 in (0.1, 0.45):
         lb = shuffled_binary_rr_epsilon(eps0, 1200, 1e-3)

@@ -28,7 +28,7 @@ Methods (neighbouring relation: replace-one, as in the papers)
     ``eps0 < 1/2, n > 1000, delta < 0.01``.
 ``blanket``
     Balle, Bell, Gascón, Nissim CRYPTO'19 (survey Thm 2 / Thm 4). ``bound="hoeffding"`` (default) or
-    ``"bennett"``: the numeric privacy-blanket bounds (Thm 5.?/BBGN code) for ``randomizer="generic"``
+    ``"bennett"``: the numeric privacy-blanket bounds (BBGN19 §5; as in the authors' code) for ``randomizer="generic"``
     (any eps0-LDP randomizer, blanket mass >= e^{-eps0}) or ``"krr"`` (k-ary RR, option ``k``); domain:
     all. ``bound="closed_form"`` with ``randomizer="krr"``: BBGN19 Thm 3.1 (survey Thm 4, eq. 8–9),
     ``eps_c = max(sqrt(14 k ln(2/delta)/((n-1) lambda)), 27 k/((n-1) lambda))``, lambda =
