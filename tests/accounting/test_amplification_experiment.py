@@ -4,7 +4,7 @@ import csv
 
 import pytest
 
-from shuffledp.experiments.amplification import amplification_tables, composition_curves, run, seed_errors
+from shuffledp.experiments.amplification import amplification_tables, composition_curves, seed_errors
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ never used as an oracle for composed randomized response.
 
 import math
 
-import numpy as np
 import pytest
 
 from shuffledp.accounting import (GaussianEvent, LaplaceEvent, PoissonSampledEvent, RandomizedResponseEvent,

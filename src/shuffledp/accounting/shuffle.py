@@ -121,10 +121,11 @@ class _CloneDelta:
     alpha = e^eps0/(e^eps0+1) (P) or 1-alpha (Q). Given C = c the likelihood ratio is increasing in
     the count, so the divergence is a tail difference at a threshold. Binomial mass of C outside a
     window (built once per (eps0, n)) is added as if fully leaking (H <= 1), keeping the result an
-    upper bound. Cost per call: O(window) = O(sqrt(n p_clone)).
+    upper bound. Cost per call: O(window) = O(sqrt(n p_clone)), capped at ``max_points`` evaluations
+    by grouping c into blocks bounded by their first element (still an upper bound).
     """
 
-    def __init__(self, eps0: float, n: int, p_clone: float, delta_target: float) -> None:
+    def __init__(self, eps0: float, n: int, p_clone: float, delta_target: float, max_points: int = 1 << 13) -> None:
         self.eps0 = eps0
         self.alpha = float(special.expit(eps0))
         m = n - 1
@@ -132,11 +133,25 @@ class _CloneDelta:
             self.c, self.w, self.tail = np.zeros(1), np.ones(1), 0.0
             return
         tail_tol = max(min(delta_target * 1e-6, 1e-12), 1e-300)
-        lo = max(int(stats.binom.ppf(tail_tol / 2, m, p_clone)), 0)
-        hi = min(max(int(stats.binom.isf(tail_tol / 2, m, p_clone)), lo), m)
-        self.c = np.arange(lo, hi + 1, dtype=float)
-        self.w = stats.binom.pmf(self.c, m, p_clone)
+        # Window mean +- k sd with a generous Chernoff-style k (scipy's binom.isf is unreliable in far
+        # tails); its exact complement mass is added to delta below, so any window stays valid.
+        mean, sd = m * p_clone, math.sqrt(m * p_clone * (1.0 - p_clone))
+        half = math.ceil(1.5 * math.sqrt(2.0 * math.log(2.0 / tail_tol)) * sd + 10.0)
+        lo, hi = max(int(mean) - half, 0), min(int(mean) + half, m)
         self.tail = float(stats.binom.cdf(lo - 1, m, p_clone) + stats.binom.sf(hi, m, p_clone))
+        width = hi - lo + 1
+        if width <= max_points:
+            self.c = np.arange(lo, hi + 1, dtype=float)
+            self.w = stats.binom.pmf(self.c, m, p_clone)
+        else:
+            # Blocks of consecutive c (at most sd/64 wide): H_c is non-increasing in c (one more
+            # clone adds an independent fair coin: post-processing), so the block's mass times H at
+            # its first c bounds the block.
+            step = max(1, int(sd // 64))
+            starts = np.arange(lo, hi + 1, step, dtype=float)
+            ends = np.minimum(starts + step - 1, hi)
+            self.c = starts
+            self.w = stats.binom.cdf(ends, m, p_clone) - stats.binom.cdf(starts - 1, m, p_clone)
 
     def __call__(self, eps: float) -> float:
         if eps >= self.eps0:
