@@ -245,3 +245,13 @@ def test_delta_form_and_statement():
     assert s.model == "shuffle" and s.neighbouring == "replace_one" and s.eps == shuffle_amplification(4.0, 100_000, 1e-6)
     with pytest.raises(ValidationError, match="method"):
         shuffle_amplification_delta(0.1, 1.0, 1000, "cheu2019")
+
+
+def test_clone_block_coarsening_is_conservative_and_tight():
+    from shuffledp.accounting.shuffle import _bisect_eps, _CloneDelta
+
+    for n, eps0 in [(10**6, 1.0), (10**7, 4.0)]:
+        p = math.exp(-eps0)
+        full = _bisect_eps(_CloneDelta(eps0, n, p, 1e-9, max_points=10**6), eps0, 1e-9)
+        coarse = _bisect_eps(_CloneDelta(eps0, n, p, 1e-9, max_points=100), eps0, 1e-9)
+        assert full <= coarse <= full * (1 + 1e-4)
