@@ -70,8 +70,13 @@ class PaddingSamplingKeyValue(KeyValueMechanism):
         c = stat[: 2 * self.d_ext].reshape(self.d_ext, 2)
         return c[: self.d, 0], c[: self.d, 1]
 
-    def _estimate_counts(self, n1: np.ndarray, n2: np.ndarray, n: int) -> KeyValueEstimate:
+    def point_estimates(self, n1: np.ndarray, n2: np.ndarray, n: int | np.ndarray) -> dict[str, np.ndarray]:
+        """Vectorised estimators (any leading axes): raw f̂, raw m̂ = Δ̂/π̂, clipped f̂, corrected m̂,
+        and the unbiased value sum ell Δ̂ (estimates f_k m_k)."""
         p1, q1, q2, ell = self.p1, self.q1, self.q2, self.ell
+        n = np.asarray(n, dtype=np.float64)
+        if n.ndim:
+            n = n.reshape(n.shape + (1,) * (np.ndim(n1) - n.ndim))
         pi = ((n1 + n2) / n - 2 * q2) / (p1 + q1 - 2 * q2)
         delta = (n1 - n2) / (n * (p1 - q1))
         f = ell * pi
@@ -80,23 +85,25 @@ class PaddingSamplingKeyValue(KeyValueMechanism):
         # correction (PCKV Alg. 4 code / HISKV "with correction"): f in [1/n, 1], n̂± in [floor, N]
         fc = np.clip(f, 1.0 / n, 1.0)
         N = n * fc / ell
-        A = np.array([[p1 - q2, q1 - q2], [q1 - q2, p1 - q2]])
-        rhs = np.stack([n1 - n * q2, n2 - n * q2])
-        h1, h2 = np.linalg.solve(A, rhs)
+        det = (p1 - q2) ** 2 - (q1 - q2) ** 2
+        r1, r2 = n1 - n * q2, n2 - n * q2
+        h1 = ((p1 - q2) * r1 - (q1 - q2) * r2) / det
+        h2 = ((p1 - q2) * r2 - (q1 - q2) * r1) / det
         lo = np.minimum(self._count_floor, N)
         h1, h2 = np.clip(h1, lo, N), np.clip(h2, lo, N)
         m_c = np.clip((h1 - h2) / N, -1.0, 1.0)
+        return {"f": f, "m": m_raw, "f_clipped": np.clip(f, 0.0, 1.0), "m_clipped": m_c, "sum": ell * delta}
+
+    def _estimate_counts(self, n1: np.ndarray, n2: np.ndarray, n: int) -> KeyValueEstimate:
+        pe = self.point_estimates(n1, n2, n)
         priv = self.privacy
-        fcl = np.clip(f, 0.0, 1.0)
-        sd_f = np.sqrt([self.frequency_variance(n, float(x)) for x in fcl])
-        mcl = np.clip(np.nan_to_num(m_raw), -1, 1)
-        sd_m = np.sqrt([self.mean_variance(n, float(a), float(b)) if a > 0 else math.inf
-                        for a, b in zip(fcl, mcl)])
-        freq = Estimate(f, sd_f, n, priv, "frequency")
-        mean = Estimate(m_raw, sd_m, n, priv, "mean")
+        fcl = pe["f_clipped"]
+        mcl = np.clip(np.nan_to_num(pe["m"]), -1, 1)
+        freq = Estimate(pe["f"], np.sqrt(self.frequency_variance(n, fcl)), n, priv, "frequency")
+        mean = Estimate(pe["m"], np.sqrt(self.mean_variance(n, fcl, mcl)), n, priv, "mean")
         sd_s = np.sqrt(np.maximum(self._sum_variance(n, fcl, mcl), 0.0))
-        vsum = Estimate(ell * delta, sd_s, n, priv, "sum")
-        return KeyValueEstimate(freq, mean, fcl, m_c, vsum, {"ell": ell})
+        vsum = Estimate(pe["sum"], sd_s, n, priv, "sum")
+        return KeyValueEstimate(freq, mean, fcl, pe["m_clipped"], vsum, {"ell": self.ell})
 
     def frequency_variance(self, n: int, f: float = 0.0) -> float:
         """Exact Var[f̂_k] over sampling and perturbation when every holder has l_u <= ell
@@ -119,12 +126,12 @@ class PaddingSamplingKeyValue(KeyValueMechanism):
         VD = n * 2 * self.q2 + nh * (self.p1 + self.q1 - 2 * self.q2) / self.ell - 4 * B**2 * nh * m2
         return (self.ell * g1) ** 2 * VD
 
-    def mean_variance(self, n: int, f: float, m: float = 0.0, m2: float | None = None) -> float:
+    def mean_variance(self, n: int, f: Any, m: Any = 0.0, m2: Any = None) -> Any:
         """Delta-method variance of the raw mean estimator m̂_k = Δ̂/π̂ (spec C.7), for holders with
         l_u <= ell, true frequency f, mean m and mean square value m2 (default m², constant values)."""
         n = self._check_n(n)
-        if f <= 0:
-            return math.inf
+        f = np.asarray(f, dtype=np.float64)
+        m = np.asarray(m, dtype=np.float64)
         p1, q1, q2, ell = self.p1, self.q1, self.q2, self.ell
         m2 = m * m if m2 is None else m2
         A = (p1 + q1 - 2 * q2) / (2 * ell)
@@ -137,7 +144,9 @@ class PaddingSamplingKeyValue(KeyValueMechanism):
         g1 = 1 / (n * (p1 - q1))
         g2 = 1 / (n * (p1 + q1 - 2 * q2))
         pi = f / ell
-        return (g1**2 * VD - 2 * m * g1 * g2 * VDS + m * m * g2**2 * VS) / pi**2
+        with np.errstate(divide="ignore", invalid="ignore"):
+            v = np.where(f > 0, (g1**2 * VD - 2 * m * g1 * g2 * VDS + m * m * g2**2 * VS) / pi**2, np.inf)
+        return float(v) if v.ndim == 0 else v
 
     def exact_frequency_moments(self, data: Any) -> tuple[np.ndarray, np.ndarray]:
         """Exact E[f̂_k] and Var[f̂_k] for a given population (truncation by ell included):

@@ -101,12 +101,12 @@ class UniformSamplingKeyValue(KeyValueMechanism):
         return a, b, a * (1 - a), b * (1 - b)
 
     def _frequency(self, stat: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        c = stat.reshape(self.d, 3)
-        N = c.sum(axis=1)
+        c = stat.reshape(*stat.shape[:-1], self.d, 3)
+        N = c.sum(axis=-1)
         a, b, _, _ = self._presence()
         Ns = np.maximum(N, 1)
-        f = np.where(N > 0, ((c[:, 1] + c[:, 2]) / Ns - b) / (a - b), 0.0)
-        return f, N, c[:, 1], c[:, 2]
+        f = np.where(N > 0, ((c[..., 1] + c[..., 2]) / Ns - b) / (a - b), 0.0)
+        return f, N, c[..., 1], c[..., 2]
 
     def frequency_variance(self, n: int, f: float = 0.0) -> float:
         """Var[f̂_k] over key sampling, holder draw and perturbation (our derivation, docs/keyvalue.md):
@@ -118,38 +118,46 @@ class UniformSamplingKeyValue(KeyValueMechanism):
             - f * (1 - f) / max(n - 1, 1)
 
     def _stderr_f(self, f: np.ndarray, n: int) -> np.ndarray:
-        fc = np.clip(f, 0.0, 1.0)
-        return np.sqrt(np.maximum([self.frequency_variance(n, float(x)) for x in fc], 0.0)) \
-            if self.d <= 4096 else np.full(self.d, math.sqrt(self.frequency_variance(n, 0.0)))
+        return np.sqrt(np.maximum(self.frequency_variance(n, np.clip(f, 0.0, 1.0)), 0.0))
 
     def _ab_estimates(self, stat: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Unbiased per-key (A, B) = (#+1 holders, #-1 holders) among samplers, and N."""
-        c = stat.reshape(self.d, 3)
-        N = c.sum(axis=1)
+        c = np.asarray(stat, dtype=np.float64).reshape(*np.shape(stat)[:-1], self.d, 3)
+        N = c.sum(axis=-1)
         M = self._matrix()
         G = np.array([[M[1, 1] - M[0, 1], M[2, 1] - M[0, 1]], [M[1, 2] - M[0, 2], M[2, 2] - M[0, 2]]])
-        rhs = np.stack([c[:, 1] - N * M[0, 1], c[:, 2] - N * M[0, 2]])
-        A, B = np.linalg.solve(G, rhs)
-        return A, B, N
+        Gi = np.linalg.inv(G)
+        r1, r2 = c[..., 1] - N * M[0, 1], c[..., 2] - N * M[0, 2]
+        return Gi[0, 0] * r1 + Gi[0, 1] * r2, Gi[1, 0] * r1 + Gi[1, 1] * r2, N
 
 
 class _RatioMeanMixin:
     """Mean from unbiased (A, B): raw (A - B)/(A + B); corrected: clip A, B to [0, N] first."""
 
-    def _ratio_estimate(self, stat: np.ndarray, n: int) -> KeyValueEstimate:
+    def point_estimates(self, stat: np.ndarray) -> dict[str, np.ndarray]:
+        """Vectorised estimators over any leading axes of ``stat`` (shape (..., 3 d))."""
         A, B, N = self._ab_estimates(stat)  # type: ignore[attr-defined]
+        return _ratio_point(A, B, N)
+
+    def _ratio_estimate(self, stat: np.ndarray, n: int) -> KeyValueEstimate:
+        pe = self.point_estimates(stat)
         d = self.d  # type: ignore[attr-defined]
-        Ns = np.maximum(N, 1)
-        f = np.where(N > 0, (A + B) / Ns, 0.0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            m_raw = np.where(np.abs(A + B) > 0, (A - B) / (A + B), 0.0)
-            Ac, Bc = np.clip(A, 0, N), np.clip(B, 0, N)
-            m_c = np.where(Ac + Bc > 0, (Ac - Bc) / np.maximum(Ac + Bc, 1e-300), 0.0)
         priv = self.privacy  # type: ignore[attr-defined]
-        freq = Estimate(f, self._stderr_f(f, n), n, priv, "frequency")  # type: ignore[attr-defined]
-        mean = Estimate(m_raw, _nan_stderr(d), n, priv, "mean")
-        vsum = Estimate(np.where(N > 0, (A - B) / Ns, 0.0), _nan_stderr(d), n, priv, "sum")
-        return KeyValueEstimate(freq, mean, np.clip(f, 0, 1), np.clip(m_c, -1, 1), vsum, {"N": N})
+        freq = Estimate(pe["f"], self._stderr_f(pe["f"], n), n, priv, "frequency")  # type: ignore[attr-defined]
+        mean = Estimate(pe["m"], _nan_stderr(d), n, priv, "mean")
+        vsum = Estimate(pe["sum"], _nan_stderr(d), n, priv, "sum")
+        return KeyValueEstimate(freq, mean, pe["f_clipped"], pe["m_clipped"], vsum, {"N": pe["N"]})
+
+
+def _ratio_point(A: np.ndarray, B: np.ndarray, N: np.ndarray) -> dict[str, np.ndarray]:
+    Ns = np.maximum(N, 1)
+    f = np.where(N > 0, (A + B) / Ns, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m_raw = np.where(np.abs(A + B) > 0, (A - B) / (A + B), 0.0)
+        Ac, Bc = np.clip(A, 0, N), np.clip(B, 0, N)
+        m_c = np.where(Ac + Bc > 0, (Ac - Bc) / np.maximum(Ac + Bc, 1e-300), 0.0)
+    return {"f": f, "m": m_raw, "f_clipped": np.clip(f, 0, 1), "m_clipped": np.clip(m_c, -1, 1),
+            "sum": np.where(N > 0, (A - B) / Ns, 0.0), "N": N}
 
 
 class KVUE(_RatioMeanMixin, UniformSamplingKeyValue):
@@ -272,21 +280,20 @@ class KVOH(UniformSamplingKeyValue):
 
     def estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
         n = self._check_n(n)
-        s = _check_stat(statistic, 4 * self.d, self.name).reshape(self.d, 4)
-        N = s[:, 0]
-        Cm = (s[:, 2] - N * self.q) / (self.p - self.q)
-        Cp = (s[:, 3] - N * self.q) / (self.p - self.q)
-        Ns = np.maximum(N, 1)
-        f = np.where(N > 0, (Cp + Cm) / Ns, 0.0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            m_raw = np.where(np.abs(Cp + Cm) > 0, (Cp - Cm) / (Cp + Cm), 0.0)
-            Pc, Mc = np.clip(Cp, 0, N), np.clip(Cm, 0, N)
-            m_c = np.where(Pc + Mc > 0, (Pc - Mc) / np.maximum(Pc + Mc, 1e-300), 0.0)
+        pe = self.point_estimates(_check_stat(statistic, 4 * self.d, self.name))
         priv = self.privacy
-        freq = Estimate(f, self._stderr_f(f, n), n, priv, "frequency")
-        mean = Estimate(m_raw, _nan_stderr(self.d), n, priv, "mean")
-        vsum = Estimate(np.where(N > 0, (Cp - Cm) / Ns, 0.0), _nan_stderr(self.d), n, priv, "sum")
-        return KeyValueEstimate(freq, mean, np.clip(f, 0, 1), np.clip(m_c, -1, 1), vsum, {"N": N})
+        freq = Estimate(pe["f"], self._stderr_f(pe["f"], n), n, priv, "frequency")
+        mean = Estimate(pe["m"], _nan_stderr(self.d), n, priv, "mean")
+        vsum = Estimate(pe["sum"], _nan_stderr(self.d), n, priv, "sum")
+        return KeyValueEstimate(freq, mean, pe["f_clipped"], pe["m_clipped"], vsum, {"N": pe["N"]})
+
+    def point_estimates(self, stat: np.ndarray) -> dict[str, np.ndarray]:
+        """Vectorised estimators over any leading axes of ``stat`` (shape (..., 4 d))."""
+        s = np.asarray(stat, dtype=np.float64).reshape(*np.shape(stat)[:-1], self.d, 4)
+        N = s[..., 0]
+        Cm = (s[..., 2] - N * self.q) / (self.p - self.q)
+        Cp = (s[..., 3] - N * self.q) / (self.p - self.q)
+        return _ratio_point(Cp, Cm, N)
 
 
 class PrivKV(UniformSamplingKeyValue):
@@ -331,9 +338,15 @@ class PrivKV(UniformSamplingKeyValue):
         raw = np.where(Np > 0, (n1 - n2) / ((2 * p2 - 1) * Nps), 0.0)
         a = np.clip(((p2 - 1) * Np + n1) / (2 * p2 - 1), 0, Np)
         b = np.clip(((p2 - 1) * Np + n2) / (2 * p2 - 1), 0, Np)
-        prev = np.zeros(self.d) if previous is None else previous
+        prev = np.zeros(np.shape(n1)) if previous is None else previous
         corr = np.where(Np > 0, np.clip((a - b) / Nps, -1, 1), prev)
         return raw, corr
+
+    def point_estimates(self, stat: np.ndarray, previous: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Vectorised estimators over any leading axes of ``stat`` (shape (..., 3 d))."""
+        f, N, n1, n2 = self._frequency(np.asarray(stat, dtype=np.float64))
+        raw, corr = self._mean_from_counts(n1, n2, self.p2, previous)
+        return {"f": f, "m": raw, "f_clipped": np.clip(f, 0, 1), "m_clipped": corr, "N": N}
 
     def estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
         n = self._check_n(n)
