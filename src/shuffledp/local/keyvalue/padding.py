@@ -114,6 +114,15 @@ class PaddingSamplingKeyValue(KeyValueMechanism):
         return ell**2 * b * (1 - b) / (n * (a - b) ** 2) + ell * f * (1 - a - b) / (n * (a - b)) \
             + (ell - 1) * f / n
 
+    def simulate_statistic(self, sample_counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Exact per-key marginal simulation of the real keys' cell counts (n1, n2).
+
+        ``sample_counts`` shape (..., d + 1, 2): per real key, #users who sampled it with x = +1 / -1;
+        the last row's first entry is the number of reporting users. Returns (..., 2 (d + ell)) cell
+        counts with the dummy-key cells left 0 (the estimator does not use them). For HISKV these
+        are the LRR_KV cells only (no length histogram)."""
+        return _simulate_cells(self, sample_counts, rng)
+
     def thm4_frequency_variance(self, n: int, f: float = 0.0) -> float:
         """PCKV's published Theorem 4 variance (omits the sampling term (ell - 1) f / n)."""
         return self.frequency_variance(n, f) - (self.ell - 1) * f / n
@@ -232,14 +241,6 @@ class PCKVGRR(PaddingSamplingKeyValue):
         n1, n2 = self._counts(_check_stat(statistic, 2 * self.d_ext, self.name))
         return self._estimate_counts(n1, n2, n)
 
-    def simulate_statistic(self, sample_counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Exact per-key marginal simulation of (n1, n2) for the real keys.
-
-        ``sample_counts`` shape (..., d + 1, 2): per real key, #users who sampled it with x = +1 / -1;
-        the last row's first entry is the number of users n. Returns (..., 2 (d + ell)) with the
-        dummy-key cells left 0 (they are not used by the estimator)."""
-        return _simulate_cells(self, sample_counts, rng)
-
 
 class PCKVUE(PaddingSamplingKeyValue):
     """PCKV-UE (Gu et al., USENIX Security 2020): padding-and-sampling + unary encoding in trits.
@@ -310,10 +311,6 @@ class PCKVUE(PaddingSamplingKeyValue):
         n = self._check_n(n)
         n1, n2 = self._counts(_check_stat(statistic, 2 * self.d_ext, self.name))
         return self._estimate_counts(n1, n2, n)
-
-    def simulate_statistic(self, sample_counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Exact per-key marginal simulation (see :meth:`PCKVGRR.simulate_statistic`)."""
-        return _simulate_cells(self, sample_counts, rng)
 
 
 def _simulate_cells(mech: PaddingSamplingKeyValue, sample_counts: np.ndarray,
