@@ -71,8 +71,23 @@ def test_hiskv_example_and_family():
 
 
 def test_oetl_example():
-    o = OETL(math.log(3), 4)
+    o = OETL(math.log(3), 4, correction="clip")  # spec example: (700, 400, 100, -200) -> clip -> ell = 2
     assert o.truncation_length(np.array([400, 300, 200, 100])) == 2
+    # norm-sub: delta = 100 keeps the total 1000: (600, 300, 0, 0) -> CDF (0.6, 0.9, ...) -> ell = 2
+    assert OETL(math.log(3), 4).truncation_length(np.array([400, 300, 200, 100])) == 2
+
+
+def test_oetl_norm_sub_beats_clip_on_wide_domains(rng):
+    n, L, eps = 10_000, 100, 3.2
+    lengths = np.minimum(1 + rng.negative_binomial(4, 0.5, n), L)  # mean 5, 90th percentile 9
+    truth = int(np.ceil(np.quantile(lengths, 0.9)))
+    ns, cl = [], []
+    for _ in range(5):
+        hist = np.bincount(OETL(eps, L).randomize(lengths, rng), minlength=L)
+        ns.append(OETL(eps, L).truncation_length(hist))
+        cl.append(OETL(eps, L, correction="clip").truncation_length(hist))
+    assert abs(np.median(ns) - truth) <= 2
+    assert np.median(cl) > truth + 10  # clipping keeps the noise mass of ~90 empty bins
 
 
 @pytest.mark.parametrize("true_p90,eps", [(3, 2.0), (7, 3.0)])
@@ -130,7 +145,8 @@ def test_mechanisms_reject_bad_inputs(name, rng):
 
 
 @pytest.mark.parametrize("kw", [dict(name="nope"), dict(name="kvue", epsilon=0), dict(name="kvue", d=1),
-                                dict(name="hiskv", c=0.5), dict(name="hiskv", c=10.0), dict(name="pckv-grr", ell=0),
+                                dict(name="hiskv", c=0.5), dict(name="hiskv", c=10.0),
+                                dict(name="hiskv", length_correction="x"), dict(name="pckv-grr", ell=0),
                                 dict(name="privkvm", schedule="x"), dict(name="kvue", foo=1)])
 def test_bad_params(kw):
     kw = {"epsilon": 1.0, "d": 4, **kw}

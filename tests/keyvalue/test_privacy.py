@@ -29,7 +29,8 @@ CASES = [
     ("privkvm", {"rounds": 2, "schedule": "even"}),
     ("pckv-ue", {"ell": 1}), ("pckv-ue", {"ell": 2}), ("pckv-grr", {"ell": 1}), ("pckv-grr", {"ell": 2}),
     ("pckv-grr", {"ell": 4}), ("hiskv", {"ell": 2}), ("hiskv", {"ell": 2, "c_frac": 0.8, "beta": 0.2}),
-    ("hiskv", {"ell": 1, "beta": 0.0}),
+    ("hiskv", {"ell": 1, "beta": 0.0}), ("hiskv", {"ell": 2, "amplify": True}),
+    ("hiskv", {"ell": 4, "amplify": True, "c_frac": 0.5, "beta": 0.0}),
 ]
 
 
@@ -65,7 +66,8 @@ def all_reports(m):
 def test_exact_privacy_full_client_path(name, params, eps, rng):
     params = dict(params)
     if "c_frac" in params:  # c in [1, e^eps): take a point 80% of the way
-        params["c"] = 1 + params.pop("c_frac") * (math.exp(eps) - 1)
+        top = params.get("ell", 1) * math.expm1(eps) + 1 if params.get("amplify") else math.exp(eps)
+        params["c"] = 1 + params.pop("c_frac") * (top - 1)
     m = keyvalue_mechanism(name, eps, D, **params)
     if name == "privkvm":  # worst case: public fake means at the extremes
         m.fake_means[:] = np.array([1.0, -1.0, 0.3])
@@ -115,3 +117,17 @@ def test_privkvm_reaches_budget_at_extreme_fake_means():
     m = PrivKVM(eps, D, rounds=2)
     m.fake_means[:] = -1.0
     assert worst_case_log_ratio(m, all_reports(m), INPUTS) == pytest.approx(eps, abs=1e-9)
+
+
+@pytest.mark.parametrize("ell", [2, 3])
+def test_amplified_hiskv_is_tight_and_equals_pckv_grr_at_c1(ell):
+    eps = 1.0
+    m = HISKV(eps, D, ell=ell, beta=0.0, amplify=True)
+    assert worst_case_log_ratio(m, all_reports(m), INPUTS) == pytest.approx(eps, abs=1e-9)
+    g = PCKVGRR(eps, D, ell=ell)
+    assert (m.p1, m.q1, m.q2) == pytest.approx((g.p1, g.q1, g.q2))
+    # one step beyond eps' breaks the guarantee: the checker sees it
+    over = HISKV(eps, D, ell=ell, beta=0.0, amplify=True)
+    from shuffledp.local.keyvalue import hiskv_cell_probabilities
+    over.p1, over.q1, over.q2 = hiskv_cell_probabilities(over.cell_epsilon + 0.2, 2 * over.d_ext, 1.0)
+    assert worst_case_log_ratio(over, all_reports(over), INPUTS) > eps + 0.05
