@@ -183,3 +183,23 @@ def test_simulate_statistic_matches_client_path(cls, kw, rng):
     assert np.all(np.abs(a.mean(0) - b.mean(0)) < 5 * se)
     ok = a.var(0) > 0
     assert np.allclose(a.var(0)[ok], b.var(0)[ok], rtol=0.2)
+
+
+@pytest.mark.parametrize("name,kw", [("privkv", {}), ("privkvm", {"rounds": 2}), ("kvue", {}), ("kvoh", {}),
+                                     ("ldpkv", {}), ("pckv-ue", {"ell": 2}), ("pckv-grr", {"ell": 2}),
+                                     ("hiskv", {"ell": 2, "beta": 0.3})])
+def test_mergeable_and_reports_validate(name, kw, rng):
+    from shuffledp.local import concat_reports
+    m = keyvalue_mechanism(name, 1.0, 5, **kw)
+    a, b = population(300, 5, 3, rng), population(200, 5, 3, rng)
+    ra, rb = m.randomize(a, rng), m.randomize(b, rng)
+    both = concat_reports([ra, rb])
+    np.testing.assert_array_equal(m.aggregate(both), m.aggregate(ra) + m.aggregate(rb))
+    checked = m.validate_reports(both)
+    np.testing.assert_array_equal(m.aggregate(checked), m.aggregate(both))
+    bad = dict(both)
+    first = next(iter(bad))
+    bad[first] = np.asarray(bad[first]).copy()
+    bad[first].flat[0] = 99
+    with pytest.raises(ValidationError):
+        m.validate_reports(bad)

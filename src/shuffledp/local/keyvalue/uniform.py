@@ -419,6 +419,16 @@ class PrivKVM(PrivKV):
         js, ss = zip(*[self._randomize_round(data, r, self.fake_means[r], rng) for r in range(self.rounds)])
         return {"j": np.stack(js, axis=1), "s": np.stack(ss, axis=1)}
 
+    def validate_reports(self, reports: Reports) -> Reports:
+        if set(reports) != {"j", "s"}:
+            raise ValidationError("reports must have exactly the fields 'j' and 's'", parameter="reports")
+        J, S = np.asarray(reports["j"]), np.asarray(reports["s"])
+        if J.ndim != 2 or J.shape[1] != self.rounds or S.shape != J.shape:
+            raise ValidationError(f"fields 'j' and 's' must be (n, {self.rounds}) arrays", parameter="reports")
+        check_int_values(J.reshape(-1), self.d, "j")
+        check_int_values(S.reshape(-1), 3, "s")
+        return {"j": J.astype(np.int64), "s": S.astype(np.int8)}
+
     def probabilities(self, reports: Reports, x: Any) -> np.ndarray:
         ks, vs = user_pairs(x)
         J = np.asarray(reports["j"]).reshape(-1, self.rounds)
