@@ -1,1 +1,1 @@
-"""Reproductions of the source documents' experiments: tables, figures and their data."""
+"""Reproductions of the source documents' experiments, data generators and plots."""

@@ -1,0 +1,125 @@
+"""Contract of key-value LDP mechanisms and their estimate type."""
+
+from __future__ import annotations
+
+import math
+from abc import abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...core.errors import ValidationError
+from ...core.estimate import Estimate
+from ...core.privacy import PrivacyStatement
+from ...core.validation import check_domain_size
+from ..base import LocalRandomizer, Reports
+from .data import KeyValueData, as_keyvalue_data
+
+__all__ = ["KeyValueEstimate", "KeyValueMechanism", "user_pairs"]
+
+
+@dataclass(frozen=True)
+class KeyValueEstimate:
+    """Per-key frequency and mean estimates of a key-value collection.
+
+    Attributes
+    ----------
+    frequency : Estimate
+        Raw frequency estimates f̂_k (fraction of users holding k); unbiased where the mechanism
+        says so (may lie outside [0, 1]).
+    mean : Estimate
+        Raw mean estimates m̂_k (the mechanism's ratio estimator before any clipping or
+        correction; may lie outside [-1, 1]; consistent, not exactly unbiased).
+    frequency_clipped : numpy.ndarray
+        f̂ clipped to the mechanism's valid range (post-processing).
+    mean_clipped : numpy.ndarray
+        The mechanism's corrected mean estimator, always within [-1, 1] (post-processing).
+    value_sum : Estimate or None
+        Unbiased estimate of f_k * m_k (= (1/n) * sum of holders' values) where one exists.
+    """
+
+    frequency: Estimate
+    mean: Estimate
+    frequency_clipped: np.ndarray
+    mean_clipped: np.ndarray
+    value_sum: Estimate | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def privacy(self) -> PrivacyStatement:
+        return self.frequency.privacy
+
+
+def user_pairs(x: Any) -> tuple[np.ndarray, np.ndarray]:
+    """One user's set (dict, sequence of (key, value), or a (l, 2) array) as (keys, values)."""
+    if isinstance(x, dict):
+        items = list(x.items())
+    else:
+        arr = np.asarray(x, dtype=np.float64)
+        if arr.size == 0:
+            return np.zeros(0, np.int64), np.zeros(0)
+        items = [(a, b) for a, b in arr.reshape(-1, 2)]
+    ks = np.asarray([int(k) for k, _ in items], dtype=np.int64)
+    vs = np.asarray([float(v) for _, v in items], dtype=np.float64)
+    return ks, vs
+
+
+class KeyValueMechanism(LocalRandomizer):
+    """An eps-LDP key-value mechanism over keys [0, d) and values [-1, 1].
+
+    ``randomize(data, rng)`` takes a :class:`~shuffledp.local.keyvalue.KeyValueData` (or the forms
+    accepted by :func:`~shuffledp.local.keyvalue.as_keyvalue_data`) and returns columnar reports;
+    ``aggregate`` returns a mergeable integer array; ``estimate(stat, n)`` a :class:`KeyValueEstimate`;
+    ``probabilities(reports, x)`` is exact for the full client path (sampling, discretization,
+    perturbation), ``x`` being one user's set.
+    """
+
+    label: str = ""
+
+    def __init__(self, epsilon: float, d: int) -> None:
+        super().__init__(epsilon)
+        self.d = check_domain_size(d)
+
+    def check_data(self, data: Any) -> KeyValueData:
+        return as_keyvalue_data(data, self.d)
+
+    @abstractmethod
+    def estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:  # type: ignore[override]
+        """Per-key frequency and mean estimates from the aggregated statistic of ``n`` users."""
+
+    def variance(self, n: int, f: float = 0.0) -> float:
+        """Closed-form variance of one key's raw frequency estimate (true frequency ``f``)."""
+        return self.frequency_variance(n, f)
+
+    @abstractmethod
+    def frequency_variance(self, n: int, f: float = 0.0) -> float:
+        """Variance of f̂_k over all the client randomness (sampling included)."""
+
+    def run(self, values: Any, rng: np.random.Generator) -> KeyValueEstimate:  # type: ignore[override]
+        data = self.check_data(values)
+        return self.estimate(self.aggregate(self.randomize(data, rng)), data.n)
+
+    @staticmethod
+    def _check_n(n: int) -> int:
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValidationError(f"n must be an integer >= 1, got {n!r}", parameter="n")
+        return int(n)
+
+    @property
+    def privacy(self) -> PrivacyStatement:
+        return PrivacyStatement(self.epsilon, 0.0, "local", "replace_one", note=type(self).__name__)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(epsilon={self.epsilon:g}, d={self.d})"
+
+
+def _check_stat(stat: Any, size: int, name: str) -> np.ndarray:
+    s = np.asarray(stat)
+    if s.shape != (size,):
+        raise ValidationError(f"statistic of {name} must have shape ({size},), got {s.shape}", parameter="statistic")
+    return s.astype(np.float64)
+
+
+def _nan_stderr(d: int) -> np.ndarray:
+    return np.full(d, math.nan)
