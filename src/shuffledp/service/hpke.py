@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from dataclasses import dataclass
+from functools import lru_cache
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
@@ -95,14 +96,20 @@ class Suite:
     def key_schedule_base(self, shared_secret: bytes, info: bytes) -> tuple[bytes, bytes, bytes]:
         """(key, base_nonce, exporter_secret) of the base mode (mode 0, empty PSK)."""
         sid = self.suite_id
-        psk_id_hash = _labeled_extract(sid, b"", b"psk_id_hash", b"")
-        info_hash = _labeled_extract(sid, b"", b"info_hash", info)
-        ctx = b"\x00" + psk_id_hash + info_hash
+        ctx = _context_prefix(sid, info)
         secret = _labeled_extract(sid, shared_secret, b"secret", b"")
         key = _labeled_expand(sid, secret, b"key", ctx, _NK[self.aead_id])
         nonce = _labeled_expand(sid, secret, b"base_nonce", ctx, N_NONCE)
         exporter = _labeled_expand(sid, secret, b"exp", ctx, 32)
         return key, nonce, exporter
+
+
+@lru_cache(maxsize=4096)
+def _context_prefix(suite_id: bytes, info: bytes) -> bytes:
+    # mode_base || psk_id_hash || info_hash: constant per (suite, info), i.e. per task and crowd
+    psk_id_hash = _labeled_extract(suite_id, b"", b"psk_id_hash", b"")
+    info_hash = _labeled_extract(suite_id, b"", b"info_hash", info)
+    return b"\x00" + psk_id_hash + info_hash
 
 
 def derive_key_pair(ikm: bytes) -> tuple[bytes, bytes]:
