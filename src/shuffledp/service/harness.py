@@ -13,7 +13,15 @@ from pathlib import Path
 
 import httpx
 
-__all__ = ["ServiceProcess", "Deployment", "start_service"]
+__all__ = ["ServiceProcess", "Deployment", "free_port"]
+
+
+def free_port() -> int:
+    """A currently free loopback port (for services that must restart on the same port)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 @dataclass
@@ -75,6 +83,8 @@ class Deployment:
     shuffler_db: str | None = None
     analyzer_db: str | None = None
     tick_seconds: float = 0.5
+    fixed_ports: bool = False
+    forward_timeout: float = 30.0
     admin_token: str = field(default_factory=lambda: secrets.token_hex(16))
     collector_token: str = field(default_factory=lambda: secrets.token_hex(16))
     peer_secret: str = field(default_factory=lambda: secrets.token_hex(32))
@@ -91,7 +101,10 @@ class Deployment:
         self.analyzer = ServiceProcess("analyzer", self.analyzer_db or f"sqlite:///{self.workdir / 'analyzer.db'}",
                                        self.workdir, env)
         self.shuffler = ServiceProcess("shuffler", self.shuffler_db or f"sqlite:///{self.workdir / 'shuffler.db'}",
-                                       self.workdir, env, tick=self.tick_seconds)
+                                       self.workdir, env, tick=self.tick_seconds,
+                                       extra_args=["--forward-timeout", str(self.forward_timeout)])
+        if self.fixed_ports:
+            self.analyzer.port, self.shuffler.port = free_port(), free_port()
         self.http = httpx.Client(timeout=120.0)
 
     def start(self) -> "Deployment":
