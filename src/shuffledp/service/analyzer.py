@@ -344,9 +344,11 @@ def create_analyzer_app(state: AnalyzerState) -> FastAPI:
             raise Problem(400, "invalidRequest", f"body is not a JSON object: {type(e).__name__}") from e
         try:
             if "crowds" in spec:
+                if not isinstance(spec["crowds"], list) or not all(isinstance(c, str) for c in spec["crowds"]):
+                    raise Problem(422, "invalidRequest", "crowds must be a list of hex strings")
                 spec["crowds"] = [bytes.fromhex(c) for c in spec["crowds"]]
             cfg = create_task_config(**spec)
-        except TypeError as e:
+        except (TypeError, AttributeError) as e:
             raise Problem(422, "invalidRequest", f"unknown or missing task fields: {e}") from e
         except ValueError as e:
             raise Problem(422, "invalidRequest", str(e)) from e

@@ -64,7 +64,23 @@ class IdentityTestEncoder:
 
 
 def build_mechanism(spec: dict) -> Any:
-    """Build the local mechanism a task names (core registry names)."""
+    """Build the local mechanism a task names (core registry names).
+
+    ``spec = {"kind": "frequency"|"mean"|"test", "name": <registry name>, "epsilon": float,
+    "params": {...}}``; any malformed spec raises ValidationError naming ``mechanism``.
+    """
+    try:
+        return _build_mechanism(spec)
+    except ValidationError:
+        raise
+    except (KeyError, TypeError, AttributeError, ValueError, OverflowError) as e:
+        raise ValidationError(f"mechanism must be {{'kind', 'name', 'epsilon', 'params'}} with valid values "
+                              f"({type(e).__name__}: {e})", parameter="mechanism") from e
+
+
+def _build_mechanism(spec: dict) -> Any:
+    if not isinstance(spec, dict) or not isinstance(spec.get("params", {}), dict):
+        raise ValidationError("mechanism must be an object with an object 'params'", parameter="mechanism")
     kind, name = spec.get("kind"), spec.get("name")
     params = dict(spec.get("params", {}))
     if kind == "frequency":
@@ -189,6 +205,7 @@ def create_task_config(*, name: str, mechanism: dict, target_central: dict, time
     """
     _check(isinstance(name, str) and 0 < len(name) <= 200, "name must be a non-empty string (<= 200 chars)", "name")
     mech = build_mechanism(mechanism)  # validates registry name + parameters
+    _check(isinstance(target_central, dict), "target_central must be an object {eps, delta}", "target_central")
     _check(isinstance(time_precision, int) and time_precision >= 1, "time_precision must be an int >= 1 s",
            "time_precision")
     _check(isinstance(batch_window, int) and batch_window >= time_precision and batch_window % time_precision == 0,
@@ -211,8 +228,11 @@ def create_task_config(*, name: str, mechanism: dict, target_central: dict, time
     if test_only:
         n_min = min_batch_size_floor
     else:
-        eps_c = float(target_central.get("eps", 0))
-        delta = float(target_central.get("delta", 0))
+        try:
+            eps_c = float(target_central.get("eps", 0))
+            delta = float(target_central.get("delta", 0))
+        except (TypeError, ValueError) as e:
+            raise ValidationError("target_central eps and delta must be numbers", parameter="target_central") from e
         n_min = max(min_batch_size_floor,
                     math.ceil(min_batch_size(float(mech.epsilon), eps_c, delta) / honest_fraction))
     if central_mode is not None:
