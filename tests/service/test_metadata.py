@@ -73,7 +73,7 @@ def test_released_order_is_uniform(tmp_path):
             + bytes(cfg.envelope_len - 39) for i in range(k)]
     envs = [e[:cfg.envelope_len] for e in envs]
     first = hashlib.sha256(envs[0]).digest()
-    runs = 400
+    runs = 240
     pos = np.zeros(k, dtype=np.int64)
     from sqlalchemy import delete, select
 

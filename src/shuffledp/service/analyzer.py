@@ -72,7 +72,8 @@ class AnalyzerState:
     def _load_keys(self) -> None:
         with self.engine.connect() as c:
             rows = c.execute(select(analyzer_keys)).all()
-        self.private_keys = {r.key_id: X25519PrivateKey.from_private_bytes(r.private_key) for r in rows}
+        self.private_keys = {r.key_id: (X25519PrivateKey.from_private_bytes(r.private_key), r.public_key)
+                             for r in rows}
         self.public_configs = [KeyConfig(r.key_id, r.public_key,
                                          ((KDF_HKDF_SHA256, AEAD_AES_128_GCM), (KDF_HKDF_SHA256, AEAD_CHACHA20_POLY1305)))
                                for r in rows if r.state == "active"]
@@ -327,6 +328,11 @@ def create_analyzer_app(state: AnalyzerState) -> FastAPI:
     def keys() -> Response:
         return Response(encode_key_list(state.public_configs), media_type="application/ohttp-keys",
                         headers={"Cache-Control": "max-age=86400"})
+
+    @app.get("/v1/hpke-key-ids")
+    def key_ids() -> dict:
+        """Key ids the analyzer still decrypts (active + expired-not-deleted): the shuffler mirrors these."""
+        return {"active": [k.key_id for k in state.public_configs], "accepting": sorted(state.private_keys)}
 
     @app.post("/v1/admin/keys:rotate")
     def rotate(request: Request) -> dict:

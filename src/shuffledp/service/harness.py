@@ -140,12 +140,11 @@ class Deployment:
 
     def register(self, created: dict, analyzer_url_for_shuffler: str | None = None, shuffler=None,
                  crowds: list[bytes] | None = None) -> None:
-        from .wire import decode_key_list
-        keys = decode_key_list(self.http.get(f"{self.analyzer.url}/v1/hpke-keys").content)
+        ids = self.http.get(f"{self.analyzer.url}/v1/hpke-key-ids").json()["accepting"]
         sh = shuffler or self.shuffler
         r = self.http.put(f"{sh.url}/v1/tasks/{created['task_id']}", headers=self.admin(), json={
             "config": created["config"], "analyzer_url": analyzer_url_for_shuffler or self.analyzer.url,
-            "key_ids": [k.key_id for k in keys], "crowds": None if crowds is None else [c.hex() for c in crowds]})
+            "key_ids": ids, "crowds": None if crowds is None else [c.hex() for c in crowds]})
         r.raise_for_status()
 
     def tick(self, close_current: bool = True, shuffler=None) -> dict:

@@ -95,13 +95,16 @@ class Suite:
 
     def key_schedule_base(self, shared_secret: bytes, info: bytes) -> tuple[bytes, bytes, bytes]:
         """(key, base_nonce, exporter_secret) of the base mode (mode 0, empty PSK)."""
+        key, nonce, secret, ctx = self._key_nonce(shared_secret, info)
+        return key, nonce, _labeled_expand(self.suite_id, secret, b"exp", ctx, 32)
+
+    def _key_nonce(self, shared_secret: bytes, info: bytes) -> tuple[bytes, bytes, bytes, bytes]:
         sid = self.suite_id
         ctx = _context_prefix(sid, info)
         secret = _labeled_extract(sid, shared_secret, b"secret", b"")
         key = _labeled_expand(sid, secret, b"key", ctx, _NK[self.aead_id])
         nonce = _labeled_expand(sid, secret, b"base_nonce", ctx, N_NONCE)
-        exporter = _labeled_expand(sid, secret, b"exp", ctx, 32)
-        return key, nonce, exporter
+        return key, nonce, secret, ctx
 
 
 @lru_cache(maxsize=4096)
@@ -145,14 +148,15 @@ def encap(pk_r: bytes, *, _ikm_e: bytes | None = None) -> tuple[bytes, bytes]:
     return _extract_and_expand(dh, enc + pk_r), enc
 
 
-def decap(enc: bytes, sk_r: bytes | X25519PrivateKey) -> bytes:
+def decap(enc: bytes, sk_r: bytes | X25519PrivateKey, pk_r: bytes | None = None) -> bytes:
     """DHKEM Decap: the shared secret for encapsulated key ``enc``."""
     sk = sk_r if isinstance(sk_r, X25519PrivateKey) else X25519PrivateKey.from_private_bytes(sk_r)
     try:
         dh = sk.exchange(X25519PublicKey.from_public_bytes(enc))
     except ValueError as e:
         raise HpkeError("invalid encapsulated key") from e
-    pk_r = sk.public_key().public_bytes_raw()
+    if pk_r is None:  # callers holding a long-lived key pass its public bytes (saves a scalar mult)
+        pk_r = sk.public_key().public_bytes_raw()
     return _extract_and_expand(dh, enc + pk_r)
 
 
@@ -160,15 +164,15 @@ def seal_base(suite: Suite, pk_r: bytes, info: bytes, aad: bytes, plaintext: byt
               *, _ikm_e: bytes | None = None) -> tuple[bytes, bytes]:
     """Single-shot SealBase: returns (enc, ciphertext||tag)."""
     shared, enc = encap(pk_r, _ikm_e=_ikm_e)
-    key, nonce, _ = suite.key_schedule_base(shared, info)
+    key, nonce, _s, _c = suite._key_nonce(shared, info)
     return enc, _AEAD[suite.aead_id](key).encrypt(nonce, plaintext, aad or None)
 
 
 def open_base(suite: Suite, enc: bytes, sk_r: bytes | X25519PrivateKey, info: bytes, aad: bytes,
-              ciphertext: bytes) -> bytes:
+              ciphertext: bytes, pk_r: bytes | None = None) -> bytes:
     """Single-shot OpenBase; raises :class:`HpkeError` on any authentication failure."""
-    shared = decap(enc, sk_r)
-    key, nonce, _ = suite.key_schedule_base(shared, info)
+    shared = decap(enc, sk_r, pk_r)
+    key, nonce, _s, _c = suite._key_nonce(shared, info)
     try:
         return _AEAD[suite.aead_id](key).decrypt(nonce, ciphertext, aad or None)
     except InvalidTag as e:

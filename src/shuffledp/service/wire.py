@@ -119,7 +119,7 @@ def seal_report(key: KeyConfig, task_id: bytes, config_digest: bytes, crowd_id: 
     if (KDF_HKDF_SHA256, aead_id) not in key.suites:
         raise HpkeError(f"key {key.key_id} does not offer AEAD {aead_id:#06x}")
     hdr = struct.pack(">BHHH", key.key_id, KEM_X25519_HKDF_SHA256, KDF_HKDF_SHA256, aead_id)
-    enc, ct = seal_base(Suite(aead_id), key.public_key, envelope_info(hdr, task_id, config_digest, crowd_id),
+    enc, ct = seal_base(_SUITES.get(aead_id) or Suite(aead_id), key.public_key, envelope_info(hdr, task_id, config_digest, crowd_id),
                         b"", plaintext, _ikm_e=_ikm_e)
     return hdr + enc + ct
 
@@ -130,6 +130,7 @@ def parse_header(envelope: bytes) -> tuple[int, int, int, int]:
     return struct.unpack_from(">BHHH", envelope, 0)
 
 
+_SUITES = {AEAD_AES_128_GCM: Suite(AEAD_AES_128_GCM), AEAD_CHACHA20_POLY1305: Suite(AEAD_CHACHA20_POLY1305)}
 ALLOWED_SUITES = {(KEM_X25519_HKDF_SHA256, KDF_HKDF_SHA256, AEAD_AES_128_GCM),
                   (KEM_X25519_HKDF_SHA256, KDF_HKDF_SHA256, AEAD_CHACHA20_POLY1305)}
 
@@ -140,13 +141,14 @@ def open_report(envelope: bytes, private_keys: dict[int, object], task_id: bytes
     key_id, kem, kdf, aead = parse_header(envelope)
     if (kem, kdf, aead) not in ALLOWED_SUITES:
         raise DecodeError("unsupported suite in envelope header")
-    sk = private_keys.get(key_id)
-    if sk is None:
+    entry = private_keys.get(key_id)
+    if entry is None:
         raise HpkeError(f"unknown key id {key_id}")
+    sk, pk = entry if isinstance(entry, tuple) else (entry, None)  # (private key, public bytes) or key
     hdr = envelope[:HEADER_LEN]
     enc = envelope[HEADER_LEN:HEADER_LEN + N_ENC]
-    return open_base(Suite(aead), enc, sk, envelope_info(hdr, task_id, config_digest, crowd_id), b"",
-                     envelope[HEADER_LEN + N_ENC:])
+    return open_base(_SUITES[aead], enc, sk, envelope_info(hdr, task_id, config_digest, crowd_id), b"",
+                     envelope[HEADER_LEN + N_ENC:], pk)
 
 
 # ---------------------------------------------------------------------------- plaintexts
