@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: demo test test-fast install bench clean experiments
+.PHONY: demo test test-fast install bench bench-peers peers-venv clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,7 +24,15 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow"
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/frequency.py
+	$(BIN)/python benchmarks/frequency.py --markdown docs/benchmarks-frequency.md
+
+# Peer libraries need their own venv: they break on numpy >= 2.3 and xxhash >= 4.
+peers-venv:
+	@test -x .venv-peers/bin/python || $(PYTHON) -m venv .venv-peers
+	.venv-peers/bin/python -m pip install -q "numpy<2.3" "xxhash<4" scipy scikit-learn statsmodels pure-ldp multi-freq-ldpy
+
+bench-peers: $(STAMP) peers-venv
+	$(BIN)/python benchmarks/frequency.py --peers --markdown docs/benchmarks-frequency.md
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info src/*.egg-info .pytest_cache
