@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from ..core.errors import ValidationError
+from ..core.errors import OutOfDomainError, ValidationError
 
 __all__ = ["central_epsilon", "min_batch_size", "ACCOUNTANT"]
 
@@ -43,14 +43,22 @@ def central_epsilon(eps0: float, n: int, delta: float) -> tuple[float, str]:
     if not math.isfinite(eps0):
         return math.inf, "no local randomization (test mechanism): no privacy"
     if _shuffle_amplification is not None:  # pragma: no cover
-        r = _shuffle_amplification(eps0, n, delta)
-        eps = float(getattr(r, "eps", r))
-        return min(eps, eps0), ACCOUNTANT
+        if n < 1:
+            return eps0, "no reports"
+        try:  # FMT21 numerical clone bound: valid for every eps0-LDP randomizer
+            eps = float(_shuffle_amplification(eps0, n, delta, method="clones"))
+        except OutOfDomainError:
+            return eps0, f"{ACCOUNTANT}: outside the bound's domain, no amplification claimed"
+        return min(eps, eps0), f"{ACCOUNTANT} (clones)"
     return _fmt21_closed_form(eps0, n, delta), ACCOUNTANT
 
 
-def min_batch_size(eps0: float, eps_c: float, delta: float, n_max: int = 10**9) -> int:
-    """Smallest n with eps_c(eps0, n, delta) <= target; ValidationError when unreachable."""
+def min_batch_size(eps0: float, eps_c: float, delta: float, n_max: int = 10**8) -> int:
+    """Smallest n with eps_c(eps0, n, delta) <= target; ValidationError when unreachable.
+
+    ``n_max`` is the operational cap on a batch (a target needing more reports per batch than any
+    window can deliver is treated as unreachable).
+    """
     if not (eps_c > 0 and 0 < delta < 1):
         raise ValidationError(f"target central (eps, delta) must have eps > 0 and delta in (0, 1), got "
                               f"({eps_c}, {delta})", parameter="target_central")
@@ -60,7 +68,15 @@ def min_batch_size(eps0: float, eps_c: float, delta: float, n_max: int = 10**9) 
         raise ValidationError("a mechanism without local randomization cannot reach a central target",
                               parameter="target_central")
     if _min_users_for is not None:  # pragma: no cover
-        return int(_min_users_for(eps0, eps_c, delta))
+        try:
+            n = int(_min_users_for(eps0, eps_c, delta, method="clones"))
+        except OutOfDomainError as e:
+            raise ValidationError(f"target eps_c={eps_c} at delta={delta} is unreachable from eps0={eps0}: {e}",
+                                  parameter="target_central") from e
+        if n > n_max:
+            raise ValidationError(f"target eps_c={eps_c} at delta={delta} is unreachable from eps0={eps0} with "
+                                  f"at most {n_max} reports per batch (needs {n})", parameter="target_central")
+        return n
     if central_epsilon(eps0, n_max, delta)[0] > eps_c:
         raise ValidationError(f"target eps_c={eps_c} at delta={delta} is unreachable from eps0={eps0} with "
                               f"at most {n_max} reports per batch", parameter="target_central")
