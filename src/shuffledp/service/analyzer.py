@@ -297,13 +297,40 @@ def estimates(state: AnalyzerState, task_id: bytes, crowd: bytes | None = None, 
 
 
 def _central_release(state: AnalyzerState, cfg: TaskConfig, stat: np.ndarray, n: int) -> dict:
-    """Central mode: exact discrete-Laplace noise on the counts, query budget enforced."""
+    """Central mode: exact discrete-Laplace noise on the histogram counts; query budget enforced.
+
+    Replace-one neighbouring changes two counts by one each: L1 sensitivity 2. Each query spends
+    ``eps_per_query`` (basic composition); the debit is committed before the answer is returned,
+    and a query that would exceed ``query_budget_eps`` is refused (403 budgetExhausted).
+    """
     try:
-        from ..central import discrete_laplace  # type: ignore  # merged from the central branch
+        from ..central import DiscreteLaplaceMechanism  # type: ignore[attr-defined]
     except ImportError as e:
-        raise Problem(501, "notReady", "central mode needs shuffledp.central (exact discrete Laplace), "
-                      "which is not installed in this build") from e
-    raise Problem(501, "notReady", "central mode wiring is not implemented yet")  # pragma: no cover
+        raise Problem(501, "notReady", "central mode needs shuffledp.central (exact discrete Laplace)") from e
+    import secrets as _secrets
+    eps_q = float(cfg.central_mode["eps_per_query"])
+    budget = float(cfg.central_mode["query_budget_eps"])
+    mech = DiscreteLaplaceMechanism(eps_q, sensitivity=2, neighbouring="replace_one")
+    with state.write_lock, state.engine.begin() as c:
+        spent = float(c.execute(select(func.coalesce(func.sum(analyzer_queries.c.eps), 0.0)).where(
+            analyzer_queries.c.task_id == cfg.task_id)).scalar_one())
+        if spent + eps_q > budget * (1 + 1e-12):
+            raise Problem(403, "budgetExhausted", f"query budget exhausted: spent {spent:g} of {budget:g}, a query "
+                          f"costs {eps_q:g}", cfg.task_id)
+        noisy = np.asarray(mech.release(np.asarray(stat, dtype=np.int64)), dtype=np.int64)
+        sd = math.sqrt(mech.variance)
+        est = noisy / max(n, 1)
+        se = np.full(est.shape, sd / max(n, 1))
+        st = PrivacyStatement(eps_q, 0.0, "central", "replace_one",
+                              note=f"discrete Laplace on histogram counts (sensitivity 2); budget "
+                                   f"{spent + eps_q:g}/{budget:g} spent after this query")
+        out = {"kind": "frequency", "noisy_counts": noisy.tolist(), "estimate": est.tolist(),
+               "std_error": se.tolist(), "ci_level": 0.95, "ci_low": (est - 1.959963984540054 * se).tolist(),
+               "ci_high": (est + 1.959963984540054 * se).tolist(), "privacy_statement": _statement_json(st),
+               "budget": {"spent": spent + eps_q, "total": budget}}
+        c.execute(analyzer_queries.insert().values(query_id=_secrets.token_bytes(16), task_id=cfg.task_id, eps=eps_q,
+                                                   result=json.dumps(out)))
+    return out
 
 
 def create_analyzer_app(state: AnalyzerState) -> FastAPI:
@@ -412,5 +439,4 @@ def create_analyzer_app(state: AnalyzerState) -> FastAPI:
                            .where(analyzer_batches.c.task_id == t)).scalar_one()
         return {"batches": int(nb), "valid": int(nv), "received": int(nr)}
 
-    _ = analyzer_queries  # central-mode query log table (used once shuffledp.central is merged)
     return app

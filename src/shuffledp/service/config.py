@@ -63,6 +63,19 @@ class IdentityTestEncoder:
                         PrivacyStatement(math.inf, 0.0, "local", note="test identity encoder: no privacy"))
 
 
+class CentralHistogramEncoder(IdentityTestEncoder):
+    """Central mode: clients send their exact value (sealed to the analyzer, shuffled); the
+    analyzer is the trusted curator and releases histogram counts with exact discrete Laplace
+    noise per query (``shuffledp.central``), debiting the task's query budget. No local privacy.
+    """
+
+    name = "central_histogram"
+
+    def estimate(self, statistic: np.ndarray, n: int) -> Estimate:  # exact (un-noised): never released
+        return Estimate(np.asarray(statistic, dtype=float) / max(n, 1), np.zeros(self.d), n,
+                        PrivacyStatement(math.inf, 0.0, "central", note="exact aggregate (internal)"))
+
+
 def build_mechanism(spec: dict) -> Any:
     """Build the local mechanism a task names (core registry names).
 
@@ -89,6 +102,11 @@ def _build_mechanism(spec: dict) -> Any:
     if kind == "mean":
         from ..local import mean_oracle
         return mean_oracle(name, float(spec["epsilon"]), **params)
+    if kind == "central":
+        if name != "histogram":
+            raise ValidationError(f"unknown central-mode mechanism {name!r} (use 'histogram')",
+                                  parameter="mechanism.name")
+        return CentralHistogramEncoder(int(params["d"]))
     if kind == "test":
         if name != "test_identity":
             raise ValidationError(f"unknown test mechanism {name!r}", parameter="mechanism.name")
@@ -124,7 +142,8 @@ class TaskConfig:
     client_policy: ClientPolicy
     retention_days: int
     test_only: bool = False
-    central_mode: dict | None = None  # {"query_budget_eps": float} when the analyzer adds noise
+    central_mode: dict | None = None  # {"eps_per_query", "query_budget_eps"} when the analyzer adds noise
+    drop_noise: dict | None = None    # {"eps", "delta"}: DP random drop before thresholding (shuffler)
     version: int = 1
 
     # -------------------------------------------------------------- serialisation
@@ -138,6 +157,7 @@ class TaskConfig:
             "target_central": self.target_central, "honest_fraction": self.honest_fraction,
             "min_batch_size": self.min_batch_size, "client_policy": asdict(self.client_policy),
             "retention_days": self.retention_days, "test_only": self.test_only, "central_mode": self.central_mode,
+            "drop_noise": self.drop_noise,
         }
 
     @classmethod
@@ -153,7 +173,7 @@ class TaskConfig:
                 honest_fraction=float(o["honest_fraction"]), min_batch_size=int(o["min_batch_size"]),
                 client_policy=ClientPolicy(**o["client_policy"]), retention_days=int(o["retention_days"]),
                 test_only=bool(o.get("test_only", False)), central_mode=o.get("central_mode"),
-                version=int(o.get("v", 1)))
+                drop_noise=o.get("drop_noise"), version=int(o.get("v", 1)))
         except (KeyError, TypeError, ValueError) as e:
             raise ValidationError(f"malformed task configuration: {e}", parameter="config") from e
 
@@ -173,7 +193,9 @@ class TaskConfig:
 
     @property
     def eps_local(self) -> float:
-        return float(self.mechanism.get("epsilon", math.inf)) if self.mechanism.get("kind") != "test" else math.inf
+        if self.mechanism.get("kind") in ("test", "central"):
+            return math.inf
+        return float(self.mechanism.get("epsilon", math.inf))
 
     def batch_privacy(self, n: int) -> tuple[PrivacyStatement, str]:
         """The guarantee of one released batch of ``n`` reports (honest fraction applied)."""
@@ -197,7 +219,7 @@ def create_task_config(*, name: str, mechanism: dict, target_central: dict, time
                        crowds: list[bytes] | None = None, min_batch_size_floor: int = 100,
                        honest_fraction: float = 1.0, client_policy: dict | None = None,
                        retention_days: int = 90, central_mode: dict | None = None,
-                       task_id: bytes | None = None) -> TaskConfig:
+                       drop_noise: dict | None = None, task_id: bytes | None = None) -> TaskConfig:
     """Validate a task request and compute its minimum batch size from the central target.
 
     Raises ValidationError (naming the parameter) when anything is out of range, including a
@@ -225,7 +247,8 @@ def create_task_config(*, name: str, mechanism: dict, target_central: dict, time
            "client_policy needs 1 <= max_reports_per_window <= max_reports_per_day", "client_policy")
     _check(isinstance(retention_days, int) and retention_days >= 1, "retention_days must be >= 1", "retention_days")
     test_only = mechanism.get("kind") == "test"
-    if test_only:
+    central = mechanism.get("kind") == "central"
+    if test_only or central:
         n_min = min_batch_size_floor
     else:
         try:
@@ -235,9 +258,30 @@ def create_task_config(*, name: str, mechanism: dict, target_central: dict, time
             raise ValidationError("target_central eps and delta must be numbers", parameter="target_central") from e
         n_min = max(min_batch_size_floor,
                     math.ceil(min_batch_size(float(mech.epsilon), eps_c, delta) / honest_fraction))
-    if central_mode is not None:
-        _check(isinstance(central_mode, dict) and float(central_mode.get("query_budget_eps", 0)) > 0,
-               "central_mode.query_budget_eps must be > 0", "central_mode")
+    from .drop import central_available, drop_offset
+    if central:
+        try:
+            ok = (isinstance(central_mode, dict) and 0 < float(central_mode["eps_per_query"])
+                  <= float(central_mode["query_budget_eps"]) < math.inf)
+        except (KeyError, TypeError, ValueError):
+            ok = False
+        _check(ok, "a central-mode task needs central_mode {eps_per_query > 0, query_budget_eps >= eps_per_query}",
+               "central_mode")
+        _check(central_available(), "central mode needs shuffledp.central (exact discrete Laplace sampler)",
+               "central_mode")
+        central_mode = {"eps_per_query": float(central_mode["eps_per_query"]),
+                        "query_budget_eps": float(central_mode["query_budget_eps"])}
+    else:
+        _check(central_mode is None, "central_mode applies only to mechanism kind 'central'", "central_mode")
+    if drop_noise is not None:
+        _check(isinstance(drop_noise, dict), "drop_noise must be {eps, delta}", "drop_noise")
+        try:
+            drop_noise = {"eps": float(drop_noise["eps"]), "delta": float(drop_noise["delta"])}
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValidationError("drop_noise must be {eps: float, delta: float}", parameter="drop_noise") from e
+        drop_offset(drop_noise["eps"], drop_noise["delta"])
+        _check(central_available(), "drop_noise needs shuffledp.central (exact discrete Laplace sampler)",
+               "drop_noise")
     probe_value = 0.0 if mechanism.get("kind") == "mean" else 0
     probe = mech.randomize(np.asarray([probe_value]), np.random.default_rng(0))  # layout only, never sent
     schema = PlaintextSchema.from_reports(probe)
@@ -248,4 +292,5 @@ def create_task_config(*, name: str, mechanism: dict, target_central: dict, time
                       target_central={"eps": float(target_central.get("eps", 0)),
                                       "delta": float(target_central.get("delta", 0))},
                       honest_fraction=float(honest_fraction), min_batch_size=int(n_min), client_policy=pol,
-                      retention_days=retention_days, test_only=test_only, central_mode=central_mode)
+                      retention_days=retention_days, test_only=test_only, central_mode=central_mode,
+                      drop_noise=drop_noise)

@@ -184,8 +184,19 @@ class ShufflerState:
                     shuffler_pending.c.window <= closed)).all()
                 if not rows:
                     continue
+                if cfg.drop_noise is not None:
+                    # each evaluation of a pool is a DP release: at most once per closed window
+                    mark = f"evaluated:{crowd.hex()}"
+                    last = c.execute(select(shuffler_counters.c.value).where(
+                        shuffler_counters.c.task_id == task_id, shuffler_counters.c.name == mark)).scalar()
+                    if last is not None and last >= closed:
+                        continue
+                    self._bump(c, task_id, mark, closed - (last or 0))
                 drop = 0
-                if self.drop_noise is not None:
+                if cfg.drop_noise is not None:   # DP random drop (exact sampler, spec §6.7.4)
+                    from .drop import sample_drop
+                    drop = sample_drop(len(rows), cfg.drop_noise["eps"], cfg.drop_noise["delta"])
+                elif self.drop_noise is not None:
                     drop = min(len(rows), max(0, int(self.drop_noise(len(rows)))))
                 if len(rows) - drop >= cfg.min_batch_size:
                     rows = list(rows)
