@@ -211,3 +211,19 @@ def test_key_rotation_old_key_still_decrypts(dep):
     dep.tick()
     c = counts_from_estimate(dep.estimates(t["task_id"]).json())
     assert c[:5].tolist() == [1] * 5
+
+
+def test_sdk_reseals_once_after_outdated_config(dep, tmp_path):
+    t = grr_task(dep)
+    tid = bytes.fromhex(t["task_id"])
+    c = ShuffleDPClient(dep.analyzer.url, dep.shuffler.url, tid, tmp_path / "r.db")
+    old = c.key.key_id
+    new = dep.http.post(f"{dep.analyzer.url}/v1/admin/keys:rotate", headers=dep.admin()).json()["active_key_id"]
+    r = dep.http.put(f"{dep.shuffler.url}/v1/tasks/{t['task_id']}", headers=dep.admin(), json={
+        "config": t["config"], "analyzer_url": dep.analyzer.url, "key_ids": [new], "crowds": None})
+    assert r.status_code == 200
+    c.report(2)                      # sealed under the old key
+    assert c.key.key_id == old
+    assert c.flush() == {"sent": 1, "refused": 0, "left": 0}
+    assert c.key.key_id == new       # keys were re-fetched from the analyzer
+    assert dep.counters(t["task_id"])["pending"] == 1

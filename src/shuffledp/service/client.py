@@ -129,7 +129,7 @@ class ShuffleDPClient:
             self.db.execute(p)
         self.db.executescript("""
             CREATE TABLE IF NOT EXISTS outbox(digest BLOB PRIMARY KEY, task BLOB, crowd BLOB, envelope BLOB,
-                                              attempts INTEGER DEFAULT 0);
+                                              plaintext BLOB, attempts INTEGER DEFAULT 0);
             CREATE TABLE IF NOT EXISTS ledger(task BLOB, period TEXT, count INTEGER, PRIMARY KEY(task, period));
             CREATE TABLE IF NOT EXISTS memo(task BLOB, value TEXT, message TEXT, PRIMARY KEY(task, value));
             CREATE TABLE IF NOT EXISTS stats(name TEXT PRIMARY KEY, value INTEGER);""")
@@ -191,8 +191,10 @@ class ShuffleDPClient:
             if n_out >= self.max_outbox:
                 self.db.execute("DELETE FROM outbox WHERE rowid = (SELECT min(rowid) FROM outbox)")
                 self._stat("outbox_dropped", 1)
-            self.db.execute("INSERT INTO outbox(digest, task, crowd, envelope) VALUES (?,?,?,?)",
-                            (d, self.cfg.task_id, self.crowd, env))
+            # the plaintext (an eps-LDP output + random id) is kept so a report refused with
+            # outdatedConfig can be re-sealed once under the analyzer's new key
+            self.db.execute("INSERT INTO outbox(digest, task, crowd, envelope, plaintext) VALUES (?,?,?,?,?)",
+                            (d, self.cfg.task_id, self.crowd, env, pt[0].tobytes()))
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
@@ -211,28 +213,39 @@ class ShuffleDPClient:
         sent = refused = 0
         attempt = 0
         while True:
-            rows = self.db.execute("SELECT digest, crowd, envelope FROM outbox LIMIT ?", (batch,)).fetchall()
+            rows = self.db.execute("SELECT digest, crowd, envelope, plaintext, attempts FROM outbox LIMIT ?",
+                                   (batch,)).fetchall()
             if not rows:
                 break
             try:
                 r = self.http.post(f"{self.shuffler_url}/v1/tasks/{self.cfg.task_id.hex()}/reports",
-                                   content=encode_upload([(c, e) for _d, c, e in rows]),
+                                   content=encode_upload([(c, e) for _d, c, e, _p, _a in rows]),
                                    headers={"content-type": "application/vnd.shuffledp.upload"})
                 status = r.status_code
             except httpx.HTTPError:
                 status = None
             if status == 200:
-                errs = {e["i"] for e in r.json().get("errors", [])}
+                errs = {e["i"]: e["error"] for e in r.json().get("errors", [])}
+                outdated = [i for i, err in errs.items() if err == "outdatedConfig" and rows[i][4] == 0]
+                if outdated:  # refetch the analyzer's keys (from the analyzer) and re-seal once
+                    self.cfg, self.key = fetch_task(self.http, self.analyzer_url, self.cfg.task_id,
+                                                    self.cfg.test_only)
                 self.db.execute("BEGIN IMMEDIATE")
-                self.db.executemany("DELETE FROM outbox WHERE digest=?", [(d,) for d, _c, _e in rows])
+                self.db.executemany("DELETE FROM outbox WHERE digest=?", [(row[0],) for row in rows])
+                for i in outdated:
+                    pt = rows[i][3]
+                    env = seal_report(self.key, self.cfg.task_id, self.cfg.digest, rows[i][1], pt)
+                    self.db.execute("INSERT OR IGNORE INTO outbox(digest, task, crowd, envelope, plaintext, attempts) "
+                                    "VALUES (?,?,?,?,?,1)", (hashlib.sha256(env).digest(), self.cfg.task_id,
+                                                             rows[i][1], env, pt))
                 self.db.execute("COMMIT")
                 sent += len(rows) - len(errs)
-                refused += len(errs)
+                refused += len(errs) - len(outdated)
                 attempt = 0
                 continue
             if status is not None and 400 <= status < 500 and status not in (408, 429):
                 self.db.execute("BEGIN IMMEDIATE")
-                self.db.executemany("DELETE FROM outbox WHERE digest=?", [(d,) for d, _c, _e in rows])
+                self.db.executemany("DELETE FROM outbox WHERE digest=?", [(row[0],) for row in rows])
                 self.db.execute("COMMIT")
                 refused += len(rows)
                 continue
