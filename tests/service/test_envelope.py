@@ -159,3 +159,15 @@ def test_key_list_and_plaintext_schema_round_trip():
     assert np.array_equal(ids2, ids) and np.array_equal(t2, times)
     with pytest.raises(DecodeError):
         schema.decode(rows[:, :-1])
+
+
+def test_client_encoding_refuses_a_seed():
+    from shuffledp.core.errors import ValidationError as VE
+    from shuffledp.service.client import encode_reports
+    from shuffledp.service.config import create_task_config
+    cfg = create_task_config(name="s", mechanism={"kind": "frequency", "name": "grr", "epsilon": 2.0,
+                                                  "params": {"d": 4}}, target_central={"eps": 1, "delta": 1e-8})
+    assert encode_reports(cfg, np.array([1, 2]), 0.0).shape == (2, cfg.report_schema.length)
+    for bad in (1, np.random.default_rng(1)):
+        with pytest.raises(VE):
+            encode_reports(cfg, np.array([1]), 0.0, rng=bad)

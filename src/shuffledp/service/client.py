@@ -28,7 +28,7 @@ import httpx
 import numpy as np
 
 from ..core.errors import ShuffleDPError, ValidationError
-from ..core.rng import secure_rng
+from ..core.rng import as_generator, secure_rng
 from .config import TaskConfig
 from .hpke import AEAD_AES_128_GCM, KDF_HKDF_SHA256
 from .wire import KeyConfig, decode_key_list, encode_upload, seal_report
@@ -68,15 +68,14 @@ def fetch_task(http: httpx.Client, analyzer_url: str, task_id: bytes,
     return cfg, keys[0]
 
 
-def encode_reports(cfg: TaskConfig, values: Any, now: float, rng: np.random.Generator | None = None,
-                   mech: Any = None) -> np.ndarray:
+def encode_reports(cfg: TaskConfig, values: Any, now: float, rng: None = None, mech: Any = None) -> np.ndarray:
     """Vectorized encode of many clients' values: an (n, plaintext_len) uint8 array.
 
     Each row is one client's report: the mechanism's eps-LDP output, a fresh 16-byte random
     report id, and the client time truncated to ``time_precision``.
     """
     mech = mech or cfg.mechanism_object()
-    rng = rng or secure_rng()
+    rng = as_generator(rng, production=True)  # OS-seeded; a seed or generator is refused
     reports = mech.randomize(values, rng)
     n = next(iter(reports.values())).shape[0]
     ids = np.frombuffer(secrets.token_bytes(16 * n), dtype=np.uint8).reshape(n, 16)
