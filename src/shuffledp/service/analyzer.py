@@ -1,0 +1,442 @@
+"""Analyzer service: idempotent batch ingest → decrypt → validate → replay check → aggregate.
+
+Endpoints (FastAPI):
+
+- ``GET /v1/hpke-keys`` — ``application/ohttp-keys`` (public, cacheable).
+- ``POST /v1/tasks`` (admin bearer) — create a task; the minimum batch size is computed from the
+  target central (eps, delta) by the accountant and creation fails (422) when unreachable.
+- ``GET /v1/tasks/{t}/config`` — the canonical configuration and its digest (public).
+- ``PUT /v1/tasks/{t}/batches/{batch_id}`` (shuffler HMAC) — ingest a shuffled batch. The batch id
+  is recomputed from the body; a known batch returns its stored result (idempotent). Decryption
+  and validation happen outside the transaction; one transaction then stores the batch row,
+  the report ids (replay protection), the merged statistic and the ledger row; the response
+  (the acknowledgement) is sent only after commit.
+- ``GET /v1/tasks/{t}/estimates`` (collector bearer) — estimates, standard errors, 95% CIs and
+  the privacy statement. In central mode exact integer noise is added per query and the query
+  budget is debited (refused when exhausted).
+- ``GET /v1/tasks/{t}/privacy`` — the ledger.
+
+Privacy: the analyzer sees shuffled batches only; every query over them is post-processing of
+the batches' shuffle-model guarantee (recorded per batch in the ledger).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from typing import Any
+
+import numpy as np
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+from fastapi import FastAPI, Request, Response
+from sqlalchemy import func, select, update
+
+from ..core.errors import ValidationError
+from ..core.privacy import PrivacyStatement
+from ..local.base import take_reports
+from .config import TaskConfig, create_task_config
+from .hpke import AEAD_AES_128_GCM, AEAD_CHACHA20_POLY1305, KDF_HKDF_SHA256, HpkeError, generate_key_pair
+from .http_common import Problem, check_bearer, install_problem_handlers, verify_signature
+from .storage import (analyzer_aggregates, analyzer_batches, analyzer_keys, analyzer_ledger, analyzer_queries,
+                      analyzer_report_ids, analyzer_tasks, insert_ignore, make_engine, upgrade)
+from .wire import DecodeError, KeyConfig, batch_id, decode_batch, encode_key_list, open_report
+
+__all__ = ["AnalyzerState", "create_analyzer_app", "ingest_batch"]
+
+MAX_BATCH_BODY = 512 * 1024 * 1024
+
+
+class AnalyzerState:
+    """Everything the analyzer app holds: engine, secrets, caches of tasks and keys."""
+
+    def __init__(self, db_url: str, *, admin_token: str, collector_token: str, peer_secret: bytes) -> None:
+        self.engine = make_engine(db_url)
+        upgrade(self.engine)
+        self.admin_token, self.collector_token, self.peer_secret = admin_token, collector_token, peer_secret
+        self.write_lock = threading.Lock()   # one writer (SQLite); PostgreSQL relies on constraints too
+        self._tasks: dict[bytes, TaskConfig] = {}
+        self._ensure_key()
+        self._load_keys()
+
+    # ------------------------------------------------------------------ keys
+    def _ensure_key(self) -> None:
+        with self.engine.begin() as c:
+            if c.execute(select(func.count()).select_from(analyzer_keys)
+                         .where(analyzer_keys.c.state == "active")).scalar_one() == 0:
+                used = {r[0] for r in c.execute(select(analyzer_keys.c.key_id))}
+                kid = next(i for i in range(1, 256) if i not in used)
+                sk, pk = generate_key_pair()
+                c.execute(analyzer_keys.insert().values(key_id=kid, public_key=pk, private_key=sk, state="active"))
+
+    def _load_keys(self) -> None:
+        with self.engine.connect() as c:
+            rows = c.execute(select(analyzer_keys)).all()
+        self.private_keys = {r.key_id: (X25519PrivateKey.from_private_bytes(r.private_key), r.public_key)
+                             for r in rows}
+        self.public_configs = [KeyConfig(r.key_id, r.public_key,
+                                         ((KDF_HKDF_SHA256, AEAD_AES_128_GCM), (KDF_HKDF_SHA256, AEAD_CHACHA20_POLY1305)))
+                               for r in rows if r.state == "active"]
+
+    def rotate_key(self) -> int:
+        with self.engine.begin() as c:
+            c.execute(update(analyzer_keys).values(state="expired"))
+        self._ensure_key()
+        self._load_keys()
+        return self.public_configs[0].key_id
+
+    # ------------------------------------------------------------------ tasks
+    def task(self, task_id: bytes) -> TaskConfig:
+        t = self._tasks.get(task_id)
+        if t is None:
+            with self.engine.connect() as c:
+                row = c.execute(select(analyzer_tasks.c.config).where(analyzer_tasks.c.task_id == task_id)).first()
+            if row is None:
+                raise Problem(404, "unrecognizedTask", "unknown task", task_id)
+            t = TaskConfig.from_json(json.loads(row[0]))
+            self._tasks[task_id] = t
+        return t
+
+    def add_task(self, cfg: TaskConfig) -> None:
+        with self.engine.begin() as c:
+            c.execute(analyzer_tasks.insert().values(task_id=cfg.task_id, config=cfg.canonical().decode(),
+                                                     config_digest=cfg.digest, active=1))
+
+
+def _statement_json(st: PrivacyStatement) -> dict:
+    d = st.to_dict()
+    d["text"] = str(st)
+    if math.isinf(d["eps"]):
+        d["eps"] = None  # JSON has no infinity; null = no guarantee
+    return d
+
+
+def _validate_rows(mech: Any, reports: dict[str, np.ndarray]) -> np.ndarray:
+    """Boolean mask of reports that pass ``mechanism.validate_reports`` (vectorized, bisect on failure)."""
+    n = next(iter(reports.values())).shape[0] if reports else 0
+    ok = np.ones(n, dtype=bool)
+
+    def rec(lo: int, hi: int) -> None:
+        if lo >= hi:
+            return
+        try:
+            mech.validate_reports(take_reports(reports, slice(lo, hi)))
+        except (ValidationError, ValueError, TypeError):
+            if hi - lo == 1:
+                ok[lo] = False
+                return
+            mid = (lo + hi) // 2
+            rec(lo, mid)
+            rec(mid, hi)
+
+    rec(0, n)
+    return ok
+
+
+def ingest_batch(state: AnalyzerState, task_id: bytes, bid: bytes, body: bytes) -> dict:
+    """Process one batch PUT (after authentication). Returns the stored/new result dict."""
+    try:
+        b = decode_batch(body)
+    except DecodeError as e:
+        raise Problem(400, "invalidMessage", str(e), task_id) from e
+    if b.task_id != task_id:
+        raise Problem(400, "batchMismatch", "task id in body differs from the URL", task_id)
+    if batch_id(b.task_id, b.crowd_id, b.window, b.envelopes) != bid:
+        raise Problem(400, "batchMismatch", "batch id does not match the body's content digest", task_id)
+    cfg = state.task(task_id)
+    with state.engine.connect() as c:
+        prev = c.execute(select(analyzer_batches.c.result).where(analyzer_batches.c.batch_id == bid)).first()
+    if prev is not None:
+        return json.loads(prev[0])
+    if b.crowd_id not in cfg.crowds:
+        raise Problem(400, "invalidMessage", "crowd not allowed for this task", task_id)
+    if len(b.envelopes) < cfg.min_batch_size:
+        raise Problem(400, "insufficientReports", f"batch has {len(b.envelopes)} reports, the task's minimum "
+                      f"batch size is {cfg.min_batch_size}", task_id)
+
+    # decrypt outside any transaction (CPU-bound)
+    L = cfg.report_schema.length
+    counts = {"decrypt_error": 0, "decode_error": 0, "replayed": 0, "out_of_window": 0, "invalid_value": 0}
+    pts: list[bytes] = []
+    for env in b.envelopes:
+        try:
+            pt = open_report(env, state.private_keys, task_id, cfg.digest, b.crowd_id)
+        except HpkeError:
+            counts["decrypt_error"] += 1
+            continue
+        except DecodeError:
+            counts["decode_error"] += 1
+            continue
+        if len(pt) != L:
+            counts["decode_error"] += 1
+            continue
+        pts.append(pt)
+    rows = np.frombuffer(b"".join(pts), dtype=np.uint8).reshape(len(pts), L)
+    version_ok = rows[:, 0] == 1 if len(pts) else np.zeros(0, bool)
+    counts["decode_error"] += int((~version_ok).sum())
+    rows = rows[version_ok]
+    reports, ids, times = cfg.report_schema.decode(rows)
+    # time: client time in time_precision units must fall in the windows this batch may cover
+    tp, bw = cfg.time_precision, cfg.batch_window
+    lo = ((b.window - cfg.max_wait_windows) * bw - cfg.tolerable_clock_skew) // tp
+    hi = ((b.window + 1) * bw + cfg.tolerable_clock_skew) // tp
+    in_win = (times >= lo) & (times <= hi)
+    counts["out_of_window"] = int((~in_win).sum())
+    mech = cfg.mechanism_object()
+    value_ok = _validate_rows(mech, reports)
+    valid = value_ok & in_win
+    counts["invalid_value"] = int((~value_ok & in_win).sum())
+    # duplicates inside the batch: keep first
+    id_view = np.ascontiguousarray(ids).view("V16").reshape(-1)
+    _, first = np.unique(id_view, return_index=True)
+    uniq = np.zeros(len(id_view), bool)
+    uniq[first] = True
+    counts["replayed"] += int((valid & ~uniq).sum())
+    valid &= uniq
+
+    with state.write_lock, state.engine.begin() as c:
+        if c.execute(select(analyzer_batches.c.result).where(analyzer_batches.c.batch_id == bid)).first():
+            # raced with an identical PUT that committed first
+            return json.loads(c.execute(select(analyzer_batches.c.result)
+                                        .where(analyzer_batches.c.batch_id == bid)).scalar_one())
+        cand = np.flatnonzero(valid)
+        cand_ids = [bytes(ids[i]) for i in cand]
+        seen: set[bytes] = set()
+        for s in range(0, len(cand_ids), 5000):
+            chunk = cand_ids[s:s + 5000]
+            seen.update(r[0] for r in c.execute(select(analyzer_report_ids.c.report_id).where(
+                analyzer_report_ids.c.task_id == task_id, analyzer_report_ids.c.report_id.in_(chunk))))
+        if seen:
+            keep = np.array([cid not in seen for cid in cand_ids], dtype=bool)
+            counts["replayed"] += int((~keep).sum())
+            valid[cand[~keep]] = False
+            cand, cand_ids = cand[keep], [x for x, k in zip(cand_ids, keep) if k]
+        if cand_ids:
+            c.execute(insert_ignore(state.engine, analyzer_report_ids),
+                      [{"task_id": task_id, "report_id": r, "batch_id": bid} for r in cand_ids])
+        n_valid = int(len(cand))
+        if n_valid:
+            stat = np.asarray(mech.aggregate(take_reports(reports, cand)))
+            row = c.execute(select(analyzer_aggregates).where(
+                analyzer_aggregates.c.task_id == task_id, analyzer_aggregates.c.window == b.window,
+                analyzer_aggregates.c.crowd_id == b.crowd_id)).first()
+            if row is None:
+                c.execute(analyzer_aggregates.insert().values(
+                    task_id=task_id, window=b.window, crowd_id=b.crowd_id, statistic=stat.tobytes(),
+                    dtype=stat.dtype.str, shape=json.dumps(list(stat.shape)), n=n_valid))
+            else:
+                old = np.frombuffer(row.statistic, dtype=row.dtype).reshape(json.loads(row.shape))
+                new = old + stat
+                c.execute(update(analyzer_aggregates).where(
+                    analyzer_aggregates.c.task_id == task_id, analyzer_aggregates.c.window == b.window,
+                    analyzer_aggregates.c.crowd_id == b.crowd_id).values(
+                    statistic=new.tobytes(), dtype=new.dtype.str, n=row.n + n_valid))
+        st, _method = cfg.batch_privacy(len(b.envelopes))
+        result = {"batch_id": bid.hex(), "received": len(b.envelopes), "valid": n_valid, "rejected": counts,
+                  "privacy_statement": _statement_json(st)}
+        c.execute(analyzer_ledger.insert().values(
+            batch_id=bid, task_id=task_id, window=b.window, crowd_id=b.crowd_id, n_released=len(b.envelopes),
+            n_valid=n_valid, eps_local=cfg.eps_local if math.isfinite(cfg.eps_local) else -1.0,
+            eps_central=st.eps if math.isfinite(st.eps) else -1.0, delta=st.delta, statement=str(st)))
+        c.execute(analyzer_batches.insert().values(
+            batch_id=bid, task_id=task_id, crowd_id=b.crowd_id, window=b.window, n_received=len(b.envelopes),
+            n_valid=n_valid, result=json.dumps(result)))
+    return result
+
+
+def estimates(state: AnalyzerState, task_id: bytes, crowd: bytes | None = None, from_window: int | None = None,
+              to_window: int | None = None, level: float = 0.95) -> dict:
+    """Merged estimate over windows/crowds with its privacy statement (composition over windows)."""
+    cfg = state.task(task_id)
+    q = select(analyzer_aggregates).where(analyzer_aggregates.c.task_id == task_id)
+    lq = select(analyzer_ledger).where(analyzer_ledger.c.task_id == task_id)
+    if crowd is not None:
+        q, lq = q.where(analyzer_aggregates.c.crowd_id == crowd), lq.where(analyzer_ledger.c.crowd_id == crowd)
+    if from_window is not None:
+        q, lq = q.where(analyzer_aggregates.c.window >= from_window), lq.where(analyzer_ledger.c.window >= from_window)
+    if to_window is not None:
+        q, lq = q.where(analyzer_aggregates.c.window <= to_window), lq.where(analyzer_ledger.c.window <= to_window)
+    with state.engine.connect() as c:
+        rows = c.execute(q).all()
+        ledger = c.execute(lq).all()
+    if not rows:
+        raise Problem(404, "noData", "no aggregated reports for this selection", task_id)
+    stat = sum(np.frombuffer(r.statistic, dtype=r.dtype).reshape(json.loads(r.shape)) for r in rows)
+    n = int(sum(r.n for r in rows))
+    mech = cfg.mechanism_object()
+    est = mech.estimate(stat, n)
+    # privacy: per window, the weakest batch (a client is in one crowd per window); a client sends
+    # at most k reports per window -> group privacy over k; windows compose (basic composition).
+    k = cfg.client_policy.max_reports_per_window
+    per_window: dict[int, tuple[float, float]] = {}
+    for r in ledger:
+        e = math.inf if r.eps_central < 0 else r.eps_central
+        cur = per_window.get(r.window, (0.0, 0.0))
+        per_window[r.window] = (max(cur[0], e), max(cur[1], r.delta))
+    eps_tot = delta_tot = 0.0
+    for e, d in per_window.values():
+        eps_tot += k * e
+        delta_tot += k * math.exp((k - 1) * e) * d if math.isfinite(e) else 0.0
+    if math.isinf(eps_tot):
+        st = PrivacyStatement(math.inf, 0.0, "local", note="test mechanism: no privacy")
+    else:
+        st = PrivacyStatement(eps_tot, min(delta_tot, 0.999999), "shuffle", "replace_one",
+                              gamma=cfg.honest_fraction,
+                              note=f"{len(per_window)} window(s) x {k} report(s)/window composed (group privacy "
+                                   f"+ basic composition) over per-batch shuffle bounds; eps0={cfg.eps_local:g}")
+    out = {"task_id": task_id.hex(), "n": n, "windows": sorted(per_window), "batches": len(ledger)}
+    if cfg.central_mode:
+        out.update(_central_release(state, cfg, stat, n))
+        out["privacy_statement_shuffle"] = _statement_json(st)
+        return out
+    lo, hi = est.ci(level)
+    out.update({"kind": est.kind, "estimate": est.values.tolist(), "std_error": est.stderr.tolist(),
+                "ci_level": level, "ci_low": lo.tolist(), "ci_high": hi.tolist(),
+                "privacy_statement": _statement_json(st)})
+    return out
+
+
+def _central_release(state: AnalyzerState, cfg: TaskConfig, stat: np.ndarray, n: int) -> dict:
+    """Central mode: exact discrete-Laplace noise on the histogram counts; query budget enforced.
+
+    Replace-one neighbouring changes two counts by one each: L1 sensitivity 2. Each query spends
+    ``eps_per_query`` (basic composition); the debit is committed before the answer is returned,
+    and a query that would exceed ``query_budget_eps`` is refused (403 budgetExhausted).
+    """
+    try:
+        from ..central import DiscreteLaplaceMechanism  # type: ignore[attr-defined]
+    except ImportError as e:
+        raise Problem(501, "notReady", "central mode needs shuffledp.central (exact discrete Laplace)") from e
+    import secrets as _secrets
+    eps_q = float(cfg.central_mode["eps_per_query"])
+    budget = float(cfg.central_mode["query_budget_eps"])
+    mech = DiscreteLaplaceMechanism(eps_q, sensitivity=2, neighbouring="replace_one")
+    with state.write_lock, state.engine.begin() as c:
+        spent = float(c.execute(select(func.coalesce(func.sum(analyzer_queries.c.eps), 0.0)).where(
+            analyzer_queries.c.task_id == cfg.task_id)).scalar_one())
+        if spent + eps_q > budget * (1 + 1e-12):
+            raise Problem(403, "budgetExhausted", f"query budget exhausted: spent {spent:g} of {budget:g}, a query "
+                          f"costs {eps_q:g}", cfg.task_id)
+        noisy = np.asarray(mech.release(np.asarray(stat, dtype=np.int64)), dtype=np.int64)
+        sd = math.sqrt(mech.variance)
+        est = noisy / max(n, 1)
+        se = np.full(est.shape, sd / max(n, 1))
+        st = PrivacyStatement(eps_q, 0.0, "central", "replace_one",
+                              note=f"discrete Laplace on histogram counts (sensitivity 2); budget "
+                                   f"{spent + eps_q:g}/{budget:g} spent after this query")
+        out = {"kind": "frequency", "noisy_counts": noisy.tolist(), "estimate": est.tolist(),
+               "std_error": se.tolist(), "ci_level": 0.95, "ci_low": (est - 1.959963984540054 * se).tolist(),
+               "ci_high": (est + 1.959963984540054 * se).tolist(), "privacy_statement": _statement_json(st),
+               "budget": {"spent": spent + eps_q, "total": budget}}
+        c.execute(analyzer_queries.insert().values(query_id=_secrets.token_bytes(16), task_id=cfg.task_id, eps=eps_q,
+                                                   result=json.dumps(out)))
+    return out
+
+
+def create_analyzer_app(state: AnalyzerState) -> FastAPI:
+    app = FastAPI(title="shuffledp analyzer", docs_url=None, redoc_url=None)
+    install_problem_handlers(app)
+    app.state.analyzer = state
+
+    def tid(task_hex: str) -> bytes:
+        try:
+            t = bytes.fromhex(task_hex)
+        except ValueError as e:
+            raise Problem(404, "unrecognizedTask", "task id must be 64 hex characters") from e
+        if len(t) != 32:
+            raise Problem(404, "unrecognizedTask", "task id must be 64 hex characters")
+        return t
+
+    @app.get("/healthz")
+    def healthz() -> dict:
+        return {"ok": True}
+
+    @app.get("/v1/hpke-keys")
+    def keys() -> Response:
+        return Response(encode_key_list(state.public_configs), media_type="application/ohttp-keys",
+                        headers={"Cache-Control": "max-age=86400"})
+
+    @app.get("/v1/hpke-key-ids")
+    def key_ids() -> dict:
+        """Key ids the analyzer still decrypts (active + expired-not-deleted): the shuffler mirrors these."""
+        return {"active": [k.key_id for k in state.public_configs], "accepting": sorted(state.private_keys)}
+
+    @app.post("/v1/admin/keys:rotate")
+    def rotate(request: Request) -> dict:
+        check_bearer(state.admin_token, request.headers.get("authorization"))
+        return {"active_key_id": state.rotate_key()}
+
+    @app.post("/v1/tasks")
+    async def create_task(request: Request) -> dict:
+        check_bearer(state.admin_token, request.headers.get("authorization"))
+        try:
+            spec = json.loads(await request.body())
+            if not isinstance(spec, dict):
+                raise ValueError("body must be a JSON object")
+        except ValueError as e:
+            raise Problem(400, "invalidRequest", f"body is not a JSON object: {type(e).__name__}") from e
+        try:
+            if "crowds" in spec:
+                if not isinstance(spec["crowds"], list) or not all(isinstance(c, str) for c in spec["crowds"]):
+                    raise Problem(422, "invalidRequest", "crowds must be a list of hex strings")
+                spec["crowds"] = [bytes.fromhex(c) for c in spec["crowds"]]
+            cfg = create_task_config(**spec)
+        except (TypeError, AttributeError) as e:
+            raise Problem(422, "invalidRequest", f"unknown or missing task fields: {e}") from e
+        except ValueError as e:
+            raise Problem(422, "invalidRequest", str(e)) from e
+        state.add_task(cfg)
+        return {"task_id": cfg.task_id.hex(), "config": cfg.to_json(), "config_digest": cfg.digest.hex()}
+
+    @app.get("/v1/tasks/{task_hex}/config")
+    def get_config(task_hex: str) -> dict:
+        cfg = state.task(tid(task_hex))
+        return {"config": cfg.to_json(), "config_digest": cfg.digest.hex()}
+
+    @app.put("/v1/tasks/{task_hex}/batches/{batch_hex}")
+    async def put_batch(task_hex: str, batch_hex: str, request: Request) -> dict:
+        body = await request.body()
+        verify_signature(state.peer_secret, "PUT", request.url.path, body, request.headers.get("authorization"))
+        t = tid(task_hex)
+        try:
+            bid = bytes.fromhex(batch_hex)
+        except ValueError as e:
+            raise Problem(400, "batchMismatch", "batch id must be hex") from e
+        from starlette.concurrency import run_in_threadpool
+        return await run_in_threadpool(ingest_batch, state, t, bid, body)
+
+    @app.get("/v1/tasks/{task_hex}/estimates")
+    def get_estimates(task_hex: str, request: Request, crowd: str | None = None, from_window: int | None = None,
+                      to_window: int | None = None) -> dict:
+        check_bearer(state.collector_token, request.headers.get("authorization"))
+        try:
+            cb = bytes.fromhex(crowd) if crowd is not None else None
+        except ValueError as e:
+            raise Problem(400, "invalidRequest", "crowd must be hex") from e
+        return estimates(state, tid(task_hex), cb, from_window, to_window)
+
+    @app.get("/v1/tasks/{task_hex}/privacy")
+    def get_privacy(task_hex: str, request: Request) -> dict:
+        check_bearer(state.collector_token, request.headers.get("authorization"))
+        t = tid(task_hex)
+        state.task(t)
+        with state.engine.connect() as c:
+            rows = c.execute(select(analyzer_ledger).where(analyzer_ledger.c.task_id == t)).all()
+        return {"ledger": [{"batch_id": r.batch_id.hex(), "window": r.window, "crowd": r.crowd_id.hex(),
+                            "n_released": r.n_released, "n_valid": r.n_valid, "statement": r.statement}
+                           for r in rows]}
+
+    @app.get("/v1/tasks/{task_hex}/stats")
+    def stats(task_hex: str, request: Request) -> dict:
+        check_bearer(state.collector_token, request.headers.get("authorization"))
+        t = tid(task_hex)
+        with state.engine.connect() as c:
+            nb = c.execute(select(func.count()).select_from(analyzer_batches)
+                           .where(analyzer_batches.c.task_id == t)).scalar_one()
+            nv = c.execute(select(func.coalesce(func.sum(analyzer_batches.c.n_valid), 0))
+                           .where(analyzer_batches.c.task_id == t)).scalar_one()
+            nr = c.execute(select(func.coalesce(func.sum(analyzer_batches.c.n_received), 0))
+                           .where(analyzer_batches.c.task_id == t)).scalar_one()
+        return {"batches": int(nb), "valid": int(nv), "received": int(nr)}
+
+    return app

@@ -1,0 +1,263 @@
+"""Client SDK: encode (same mechanism code, n = 1), seal to the analyzer, durable outbox, budgets.
+
+- Configuration and HPKE keys are fetched from the **analyzer** origin (never the shuffler: a
+  shuffler serving keys could substitute its own and read every report). The configuration's
+  digest is recomputed and checked; test-only mechanisms are refused unless explicitly allowed.
+- Randomness comes from :func:`shuffledp.core.rng.secure_rng` (OS-seeded); the SDK takes no seed.
+- Per-client budget (Apple-style caps): at most ``max_reports_per_window`` reports per batch window
+  and ``max_reports_per_day`` per UTC day, per task, recorded in a local SQLite ledger **before**
+  the report is queued; exceeding raises :class:`BudgetExceededError`. With ``memoize`` the
+  randomized message for a given value is drawn once and reused (repeated reports of one value
+  reveal nothing new: the same eps-LDP output is re-sent under a fresh report id).
+- Outbox: each sealed envelope is stored (SQLite, WAL, synchronous=FULL) before upload; ``flush``
+  uploads in batches, retries network errors/5xx/429 with jittered exponential backoff, deletes
+  on 200 (accepted or duplicate), drops (and counts) reports refused with a 4xx.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from ..core.errors import ShuffleDPError, ValidationError
+from ..core.rng import as_generator, secure_rng
+from .config import TaskConfig
+from .hpke import AEAD_AES_128_GCM, KDF_HKDF_SHA256
+from .wire import KeyConfig, decode_key_list, encode_upload, seal_report
+
+__all__ = ["ShuffleDPClient", "BudgetExceededError", "ConfigError", "fetch_task", "encode_reports",
+           "seal_many", "upload"]
+
+SDK_USER_AGENT = "shuffledp-sdk/1"
+
+
+class BudgetExceededError(ValidationError):
+    """The client policy's per-window/per-day report cap would be exceeded."""
+
+
+class ConfigError(ShuffleDPError):
+    """The task configuration or key list fetched from the analyzer is not acceptable."""
+
+
+def fetch_task(http: httpx.Client, analyzer_url: str, task_id: bytes,
+               allow_test_mechanisms: bool = False) -> tuple[TaskConfig, KeyConfig]:
+    """Fetch and verify the task configuration and the preferred analyzer key (from the analyzer)."""
+    r = http.get(f"{analyzer_url}/v1/tasks/{task_id.hex()}/config")
+    r.raise_for_status()
+    o = r.json()
+    cfg = TaskConfig.from_json(o["config"])
+    if cfg.digest.hex() != o["config_digest"] or cfg.task_id != task_id:
+        raise ConfigError("task configuration digest or id mismatch")
+    if cfg.test_only and not allow_test_mechanisms:
+        raise ConfigError("task uses a test-only mechanism (no privacy); refused")
+    if cfg.min_batch_size < cfg.min_batch_size_floor:
+        raise ConfigError("task minimum batch size below its own floor")
+    kr = http.get(f"{analyzer_url}/v1/hpke-keys")
+    kr.raise_for_status()
+    keys = [k for k in decode_key_list(kr.content) if (KDF_HKDF_SHA256, AEAD_AES_128_GCM) in k.suites]
+    if not keys:
+        raise ConfigError("analyzer offers no supported HPKE key")
+    return cfg, keys[0]
+
+
+def encode_reports(cfg: TaskConfig, values: Any, now: float, rng: None = None, mech: Any = None) -> np.ndarray:
+    """Vectorized encode of many clients' values: an (n, plaintext_len) uint8 array.
+
+    Each row is one client's report: the mechanism's eps-LDP output, a fresh 16-byte random
+    report id, and the client time truncated to ``time_precision``.
+    """
+    mech = mech or cfg.mechanism_object()
+    rng = as_generator(rng, production=True)  # OS-seeded; a seed or generator is refused
+    reports = mech.randomize(values, rng)
+    n = next(iter(reports.values())).shape[0]
+    ids = np.frombuffer(secrets.token_bytes(16 * n), dtype=np.uint8).reshape(n, 16)
+    times = np.full(n, int(now) // cfg.time_precision, dtype=np.int64)
+    return cfg.report_schema.encode(reports, ids, times)
+
+
+def seal_many(cfg: TaskConfig, key: KeyConfig, plaintexts: np.ndarray, crowd: bytes) -> list[bytes]:
+    """Seal each plaintext row individually (one HPKE encapsulation per report)."""
+    return [seal_report(key, cfg.task_id, cfg.digest, crowd, row.tobytes()) for row in plaintexts]
+
+
+def upload(http: httpx.Client, shuffler_url: str, task_id: bytes, items: list[tuple[bytes, bytes]]) -> dict:
+    r = http.post(f"{shuffler_url}/v1/tasks/{task_id.hex()}/reports", content=encode_upload(items),
+                  headers={"content-type": "application/vnd.shuffledp.upload"})
+    r.raise_for_status()
+    return r.json()
+
+
+class ShuffleDPClient:
+    """One client device's SDK instance for one task.
+
+    Parameters
+    ----------
+    analyzer_url, shuffler_url : str
+        Origins. ``shuffler_url`` may be a ``{crowd_hex: url}`` mapping (multi-shuffler by attribute).
+    task_id : bytes
+    state_path : str or Path
+        SQLite file for the outbox, ledger and memo table.
+    crowd : bytes
+        This client's crowd (attribute) id; must be one of the task's crowds.
+    """
+
+    def __init__(self, analyzer_url: str, shuffler_url: str | dict[str, str], task_id: bytes,
+                 state_path: str | Path, crowd: bytes = b"", *, allow_test_mechanisms: bool = False,
+                 http: httpx.Client | None = None, max_outbox: int = 10_000) -> None:
+        self.http = http or httpx.Client(timeout=30.0, headers={"user-agent": SDK_USER_AGENT})
+        self.analyzer_url = analyzer_url.rstrip("/")
+        self.cfg, self.key = fetch_task(self.http, self.analyzer_url, task_id, allow_test_mechanisms)
+        if crowd not in self.cfg.crowds:
+            raise ValidationError(f"crowd {crowd.hex()!r} is not one of the task's crowds", parameter="crowd")
+        self.crowd = crowd
+        if isinstance(shuffler_url, dict):
+            shuffler_url = shuffler_url[crowd.hex()]
+        self.shuffler_url = shuffler_url.rstrip("/")
+        self.mech = self.cfg.mechanism_object()
+        self.max_outbox = max_outbox
+        self.db = sqlite3.connect(str(state_path), isolation_level=None, check_same_thread=False)
+        for p in ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL"):
+            self.db.execute(p)
+        self.db.executescript("""
+            CREATE TABLE IF NOT EXISTS outbox(digest BLOB PRIMARY KEY, task BLOB, crowd BLOB, envelope BLOB,
+                                              plaintext BLOB, attempts INTEGER DEFAULT 0);
+            CREATE TABLE IF NOT EXISTS ledger(task BLOB, period TEXT, count INTEGER, PRIMARY KEY(task, period));
+            CREATE TABLE IF NOT EXISTS memo(task BLOB, value TEXT, message TEXT, PRIMARY KEY(task, value));
+            CREATE TABLE IF NOT EXISTS stats(name TEXT PRIMARY KEY, value INTEGER);""")
+
+    # ------------------------------------------------------------------ budget
+    def _periods(self, now: float) -> tuple[str, str]:
+        return f"w{int(now) // self.cfg.batch_window}", f"d{int(now) // 86400}"
+
+    def remaining(self, now: float | None = None) -> int:
+        """Reports this client may still send now (min of the window and day caps)."""
+        now = time.time() if now is None else now
+        pw, pd = self._periods(now)
+        get = lambda p: (self.db.execute("SELECT count FROM ledger WHERE task=? AND period=?",  # noqa: E731
+                                         (self.cfg.task_id, p)).fetchone() or (0,))[0]
+        pol = self.cfg.client_policy
+        return max(0, min(pol.max_reports_per_window - get(pw), pol.max_reports_per_day - get(pd)))
+
+    # ------------------------------------------------------------------ report
+    def _message(self, value: Any) -> dict[str, np.ndarray]:
+        key = json.dumps(np.asarray(value).tolist())
+        if self.cfg.client_policy.memoize:
+            row = self.db.execute("SELECT message FROM memo WHERE task=? AND value=?",
+                                  (self.cfg.task_id, key)).fetchone()
+            if row:
+                return {k: np.asarray(v, dtype=dt) for k, (v, dt) in json.loads(row[0]).items()}
+        rep = self.mech.randomize(np.asarray([value]), secure_rng())
+        if self.cfg.client_policy.memoize:
+            self.db.execute("INSERT OR IGNORE INTO memo VALUES (?,?,?)", (self.cfg.task_id, key, json.dumps(
+                {k: (v.tolist(), v.dtype.str) for k, v in rep.items()})))
+        return rep
+
+    def report(self, value: Any, now: float | None = None) -> bytes:
+        """Encode, seal and queue one report; returns its envelope digest (the receipt).
+
+        Raises BudgetExceededError (nothing queued, nothing recorded) when the task's client
+        policy cap for the current window or day is reached.
+        """
+        now = time.time() if now is None else now
+        pw, pd = self._periods(now)
+        pol = self.cfg.client_policy
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            for p, cap in ((pw, pol.max_reports_per_window), (pd, pol.max_reports_per_day)):
+                used = (self.db.execute("SELECT count FROM ledger WHERE task=? AND period=?",
+                                        (self.cfg.task_id, p)).fetchone() or (0,))[0]
+                if used >= cap:
+                    raise BudgetExceededError(
+                        f"client policy allows at most {cap} report(s) per {'window' if p == pw else 'day'} for "
+                        f"task {self.cfg.name!r}; {used} already sent", parameter="client_policy")
+            rep = self._message(value)
+            ids = np.frombuffer(secrets.token_bytes(16), dtype=np.uint8).reshape(1, 16)
+            pt = self.cfg.report_schema.encode(rep, ids, np.array([int(now) // self.cfg.time_precision]))
+            env = seal_report(self.key, self.cfg.task_id, self.cfg.digest, self.crowd, pt[0].tobytes())
+            d = hashlib.sha256(env).digest()
+            for p in (pw, pd):
+                self.db.execute("INSERT INTO ledger VALUES (?,?,1) ON CONFLICT(task, period) DO UPDATE "
+                                "SET count = count + 1", (self.cfg.task_id, p))
+            n_out = self.db.execute("SELECT count(*) FROM outbox").fetchone()[0]
+            if n_out >= self.max_outbox:
+                self.db.execute("DELETE FROM outbox WHERE rowid = (SELECT min(rowid) FROM outbox)")
+                self._stat("outbox_dropped", 1)
+            # the plaintext (an eps-LDP output + random id) is kept so a report refused with
+            # outdatedConfig can be re-sealed once under the analyzer's new key
+            self.db.execute("INSERT INTO outbox(digest, task, crowd, envelope, plaintext) VALUES (?,?,?,?,?)",
+                            (d, self.cfg.task_id, self.crowd, env, pt[0].tobytes()))
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        return d
+
+    def _stat(self, name: str, by: int) -> None:
+        self.db.execute("INSERT INTO stats VALUES (?,?) ON CONFLICT(name) DO UPDATE SET value = value + ?",
+                        (name, by, by))
+
+    def pending(self) -> int:
+        return self.db.execute("SELECT count(*) FROM outbox").fetchone()[0]
+
+    def flush(self, max_attempts: int = 8, batch: int = 1000, base_delay: float = 0.1) -> dict:
+        """Upload the outbox; returns {"sent": n, "refused": m, "left": k}."""
+        sent = refused = 0
+        attempt = 0
+        while True:
+            rows = self.db.execute("SELECT digest, crowd, envelope, plaintext, attempts FROM outbox LIMIT ?",
+                                   (batch,)).fetchall()
+            if not rows:
+                break
+            try:
+                r = self.http.post(f"{self.shuffler_url}/v1/tasks/{self.cfg.task_id.hex()}/reports",
+                                   content=encode_upload([(c, e) for _d, c, e, _p, _a in rows]),
+                                   headers={"content-type": "application/vnd.shuffledp.upload"})
+                status = r.status_code
+            except httpx.HTTPError:
+                status = None
+            if status == 200:
+                errs = {e["i"]: e["error"] for e in r.json().get("errors", [])}
+                outdated = [i for i, err in errs.items() if err == "outdatedConfig" and rows[i][4] == 0]
+                if outdated:  # refetch the analyzer's keys (from the analyzer) and re-seal once
+                    self.cfg, self.key = fetch_task(self.http, self.analyzer_url, self.cfg.task_id,
+                                                    self.cfg.test_only)
+                self.db.execute("BEGIN IMMEDIATE")
+                self.db.executemany("DELETE FROM outbox WHERE digest=?", [(row[0],) for row in rows])
+                for i in outdated:
+                    pt = rows[i][3]
+                    env = seal_report(self.key, self.cfg.task_id, self.cfg.digest, rows[i][1], pt)
+                    self.db.execute("INSERT OR IGNORE INTO outbox(digest, task, crowd, envelope, plaintext, attempts) "
+                                    "VALUES (?,?,?,?,?,1)", (hashlib.sha256(env).digest(), self.cfg.task_id,
+                                                             rows[i][1], env, pt))
+                self.db.execute("COMMIT")
+                sent += len(rows) - len(errs)
+                refused += len(errs) - len(outdated)
+                attempt = 0
+                continue
+            if status is not None and 400 <= status < 500 and status not in (408, 429):
+                self.db.execute("BEGIN IMMEDIATE")
+                self.db.executemany("DELETE FROM outbox WHERE digest=?", [(row[0],) for row in rows])
+                self.db.execute("COMMIT")
+                refused += len(rows)
+                continue
+            attempt += 1
+            if attempt >= max_attempts:
+                break
+            delay = base_delay * 2 ** attempt * (0.5 + secrets.randbelow(1000) / 1000)
+            if status == 429 and r.headers.get("retry-after", "").isdigit():
+                delay = max(delay, float(r.headers["retry-after"]))
+            time.sleep(min(delay, 30.0))
+        if refused:
+            self._stat("refused", refused)
+        return {"sent": sent, "refused": refused, "left": self.pending()}
+
+    def close(self) -> None:
+        self.db.close()

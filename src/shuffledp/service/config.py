@@ -1,0 +1,296 @@
+"""Task configuration: mechanism, timing, thresholds, client policy — immutable, digest-bound.
+
+A task's configuration is canonical JSON (sorted keys, no whitespace); its SHA-256
+``config_digest`` is bound into every report's HPKE ``info``, so a client with different
+parameters than the analyzer produces undecryptable reports instead of silently wrong ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import secrets
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import ValidationError
+from ..core.estimate import Estimate
+from ..core.privacy import PrivacyStatement
+from .accounting_bridge import central_epsilon, min_batch_size
+from .wire import MAX_CROWD_LEN, PlaintextSchema, envelope_len
+
+__all__ = ["TaskConfig", "ClientPolicy", "build_mechanism", "create_task_config", "IdentityTestEncoder",
+           "canonical_json"]
+
+
+def canonical_json(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+
+
+class IdentityTestEncoder:
+    """TEST ONLY: reports the input unchanged (no privacy). Used for exactly-once tests.
+
+    Each simulated client sends a unique value, so the aggregated histogram is all ones iff
+    every acknowledged report was counted exactly once (0 = loss, 2 = double count).
+    """
+
+    name = "test_identity"
+    epsilon = math.inf
+
+    def __init__(self, d: int) -> None:
+        if not isinstance(d, int) or d < 1:
+            raise ValidationError(f"d must be an int >= 1, got {d!r}", parameter="d")
+        self.d = d
+
+    def randomize(self, values: Any, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        from ..core.validation import check_int_values
+        return {"y": check_int_values(values, self.d).astype(np.int64)}
+
+    def validate_reports(self, reports: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        from ..core.validation import check_int_values
+        if set(reports) != {"y"}:
+            raise ValidationError("reports must have exactly the field 'y'", parameter="reports")
+        return {"y": check_int_values(reports["y"], self.d, "y")}
+
+    def aggregate(self, reports: dict[str, np.ndarray]) -> np.ndarray:
+        return np.bincount(reports["y"], minlength=self.d).astype(np.int64)
+
+    def estimate(self, statistic: np.ndarray, n: int) -> Estimate:
+        return Estimate(np.asarray(statistic, dtype=float) / max(n, 1), np.zeros(self.d), n,
+                        PrivacyStatement(math.inf, 0.0, "local", note="test identity encoder: no privacy"))
+
+
+class CentralHistogramEncoder(IdentityTestEncoder):
+    """Central mode: clients send their exact value (sealed to the analyzer, shuffled); the
+    analyzer is the trusted curator and releases histogram counts with exact discrete Laplace
+    noise per query (``shuffledp.central``), debiting the task's query budget. No local privacy.
+    """
+
+    name = "central_histogram"
+
+    def estimate(self, statistic: np.ndarray, n: int) -> Estimate:  # exact (un-noised): never released
+        return Estimate(np.asarray(statistic, dtype=float) / max(n, 1), np.zeros(self.d), n,
+                        PrivacyStatement(math.inf, 0.0, "central", note="exact aggregate (internal)"))
+
+
+def build_mechanism(spec: dict) -> Any:
+    """Build the local mechanism a task names (core registry names).
+
+    ``spec = {"kind": "frequency"|"mean"|"test", "name": <registry name>, "epsilon": float,
+    "params": {...}}``; any malformed spec raises ValidationError naming ``mechanism``.
+    """
+    try:
+        return _build_mechanism(spec)
+    except ValidationError:
+        raise
+    except (KeyError, TypeError, AttributeError, ValueError, OverflowError) as e:
+        raise ValidationError(f"mechanism must be {{'kind', 'name', 'epsilon', 'params'}} with valid values "
+                              f"({type(e).__name__}: {e})", parameter="mechanism") from e
+
+
+def _build_mechanism(spec: dict) -> Any:
+    if not isinstance(spec, dict) or not isinstance(spec.get("params", {}), dict):
+        raise ValidationError("mechanism must be an object with an object 'params'", parameter="mechanism")
+    kind, name = spec.get("kind"), spec.get("name")
+    params = dict(spec.get("params", {}))
+    if kind == "frequency":
+        from ..local import frequency_oracle
+        return frequency_oracle(name, float(spec["epsilon"]), int(params.pop("d")), **params)
+    if kind == "mean":
+        from ..local import mean_oracle
+        return mean_oracle(name, float(spec["epsilon"]), **params)
+    if kind == "central":
+        if name != "histogram":
+            raise ValidationError(f"unknown central-mode mechanism {name!r} (use 'histogram')",
+                                  parameter="mechanism.name")
+        return CentralHistogramEncoder(int(params["d"]))
+    if kind == "test":
+        if name != "test_identity":
+            raise ValidationError(f"unknown test mechanism {name!r}", parameter="mechanism.name")
+        return IdentityTestEncoder(int(params["d"]))
+    raise ValidationError(f"mechanism.kind must be 'frequency', 'mean' or 'test', got {kind!r}",
+                          parameter="mechanism.kind")
+
+
+@dataclass(frozen=True)
+class ClientPolicy:
+    """Per-client caps enforced by the SDK (Apple-style): the only place per-user budgets live."""
+
+    max_reports_per_window: int = 1
+    max_reports_per_day: int = 1
+    memoize: bool = True
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    task_id: bytes
+    name: str
+    mechanism: dict
+    report_schema: PlaintextSchema
+    time_precision: int
+    batch_window: int
+    max_wait_windows: int
+    tolerable_clock_skew: int
+    crowds: tuple[bytes, ...]
+    min_batch_size_floor: int
+    target_central: dict
+    honest_fraction: float
+    min_batch_size: int
+    client_policy: ClientPolicy
+    retention_days: int
+    test_only: bool = False
+    central_mode: dict | None = None  # {"eps_per_query", "query_budget_eps"} when the analyzer adds noise
+    drop_noise: dict | None = None    # {"eps", "delta"}: DP random drop before thresholding (shuffler)
+    version: int = 1
+
+    # -------------------------------------------------------------- serialisation
+    def to_json(self) -> dict:
+        return {
+            "v": self.version, "task_id": self.task_id.hex(), "name": self.name, "mechanism": self.mechanism,
+            "report_schema": self.report_schema.to_json(), "plaintext_len": self.report_schema.length,
+            "time_precision": self.time_precision, "batch_window": self.batch_window,
+            "max_wait_windows": self.max_wait_windows, "tolerable_clock_skew": self.tolerable_clock_skew,
+            "crowds": [c.hex() for c in self.crowds], "min_batch_size_floor": self.min_batch_size_floor,
+            "target_central": self.target_central, "honest_fraction": self.honest_fraction,
+            "min_batch_size": self.min_batch_size, "client_policy": asdict(self.client_policy),
+            "retention_days": self.retention_days, "test_only": self.test_only, "central_mode": self.central_mode,
+            "drop_noise": self.drop_noise,
+        }
+
+    @classmethod
+    def from_json(cls, o: dict) -> "TaskConfig":
+        try:
+            return cls(
+                task_id=bytes.fromhex(o["task_id"]), name=str(o["name"]), mechanism=dict(o["mechanism"]),
+                report_schema=PlaintextSchema.from_json(o["report_schema"]),
+                time_precision=int(o["time_precision"]), batch_window=int(o["batch_window"]),
+                max_wait_windows=int(o["max_wait_windows"]), tolerable_clock_skew=int(o["tolerable_clock_skew"]),
+                crowds=tuple(bytes.fromhex(c) for c in o["crowds"]),
+                min_batch_size_floor=int(o["min_batch_size_floor"]), target_central=dict(o["target_central"]),
+                honest_fraction=float(o["honest_fraction"]), min_batch_size=int(o["min_batch_size"]),
+                client_policy=ClientPolicy(**o["client_policy"]), retention_days=int(o["retention_days"]),
+                test_only=bool(o.get("test_only", False)), central_mode=o.get("central_mode"),
+                drop_noise=o.get("drop_noise"), version=int(o.get("v", 1)))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValidationError(f"malformed task configuration: {e}", parameter="config") from e
+
+    def canonical(self) -> bytes:
+        return canonical_json(self.to_json())
+
+    @property
+    def digest(self) -> bytes:
+        return hashlib.sha256(self.canonical()).digest()
+
+    @property
+    def envelope_len(self) -> int:
+        return envelope_len(self.report_schema.length)
+
+    def mechanism_object(self) -> Any:
+        return build_mechanism(self.mechanism)
+
+    @property
+    def eps_local(self) -> float:
+        if self.mechanism.get("kind") in ("test", "central"):
+            return math.inf
+        return float(self.mechanism.get("epsilon", math.inf))
+
+    def batch_privacy(self, n: int) -> tuple[PrivacyStatement, str]:
+        """The guarantee of one released batch of ``n`` reports (honest fraction applied)."""
+        delta = float(self.target_central["delta"])
+        n_eff = int(math.floor(n * self.honest_fraction))
+        eps, method = central_epsilon(self.eps_local, n_eff, delta)
+        if not math.isfinite(eps):
+            return PrivacyStatement(math.inf, 0.0, "local", note=method), method
+        return (PrivacyStatement(eps, delta if eps < self.eps_local else 0.0, "shuffle", "replace_one",
+                                 gamma=self.honest_fraction,
+                                 note=f"batch of {n} reports, {method}"), method)
+
+
+def _check(cond: bool, msg: str, param: str) -> None:
+    if not cond:
+        raise ValidationError(msg, parameter=param)
+
+
+def create_task_config(*, name: str, mechanism: dict, target_central: dict, time_precision: int = 3600,
+                       batch_window: int = 86400, max_wait_windows: int = 3, tolerable_clock_skew: int = 3600,
+                       crowds: list[bytes] | None = None, min_batch_size_floor: int = 100,
+                       honest_fraction: float = 1.0, client_policy: dict | None = None,
+                       retention_days: int = 90, central_mode: dict | None = None,
+                       drop_noise: dict | None = None, task_id: bytes | None = None) -> TaskConfig:
+    """Validate a task request and compute its minimum batch size from the central target.
+
+    Raises ValidationError (naming the parameter) when anything is out of range, including a
+    target central (eps, delta) unreachable from the mechanism's eps0.
+    """
+    _check(isinstance(name, str) and 0 < len(name) <= 200, "name must be a non-empty string (<= 200 chars)", "name")
+    mech = build_mechanism(mechanism)  # validates registry name + parameters
+    _check(isinstance(target_central, dict), "target_central must be an object {eps, delta}", "target_central")
+    _check(isinstance(time_precision, int) and time_precision >= 1, "time_precision must be an int >= 1 s",
+           "time_precision")
+    _check(isinstance(batch_window, int) and batch_window >= time_precision and batch_window % time_precision == 0,
+           "batch_window must be a positive multiple of time_precision", "batch_window")
+    _check(isinstance(max_wait_windows, int) and 1 <= max_wait_windows <= 100, "max_wait_windows must be in [1, 100]",
+           "max_wait_windows")
+    _check(isinstance(tolerable_clock_skew, int) and tolerable_clock_skew >= 0, "tolerable_clock_skew must be >= 0",
+           "tolerable_clock_skew")
+    crowds = list(crowds) if crowds else [b""]
+    _check(all(isinstance(c, bytes) and len(c) <= MAX_CROWD_LEN for c in crowds) and len(set(crowds)) == len(crowds),
+           f"crowds must be distinct byte strings of at most {MAX_CROWD_LEN} bytes", "crowds")
+    _check(isinstance(min_batch_size_floor, int) and min_batch_size_floor >= 1, "min_batch_size_floor must be >= 1",
+           "min_batch_size_floor")
+    _check(0.0 < honest_fraction <= 1.0, "honest_fraction must lie in (0, 1]", "honest_fraction")
+    pol = ClientPolicy(**(client_policy or {}))
+    _check(1 <= pol.max_reports_per_window <= pol.max_reports_per_day,
+           "client_policy needs 1 <= max_reports_per_window <= max_reports_per_day", "client_policy")
+    _check(isinstance(retention_days, int) and retention_days >= 1, "retention_days must be >= 1", "retention_days")
+    test_only = mechanism.get("kind") == "test"
+    central = mechanism.get("kind") == "central"
+    if test_only or central:
+        n_min = min_batch_size_floor
+    else:
+        try:
+            eps_c = float(target_central.get("eps", 0))
+            delta = float(target_central.get("delta", 0))
+        except (TypeError, ValueError) as e:
+            raise ValidationError("target_central eps and delta must be numbers", parameter="target_central") from e
+        n_min = max(min_batch_size_floor,
+                    math.ceil(min_batch_size(float(mech.epsilon), eps_c, delta) / honest_fraction))
+    from .drop import central_available, drop_offset
+    if central:
+        try:
+            ok = (isinstance(central_mode, dict) and 0 < float(central_mode["eps_per_query"])
+                  <= float(central_mode["query_budget_eps"]) < math.inf)
+        except (KeyError, TypeError, ValueError):
+            ok = False
+        _check(ok, "a central-mode task needs central_mode {eps_per_query > 0, query_budget_eps >= eps_per_query}",
+               "central_mode")
+        _check(central_available(), "central mode needs shuffledp.central (exact discrete Laplace sampler)",
+               "central_mode")
+        central_mode = {"eps_per_query": float(central_mode["eps_per_query"]),
+                        "query_budget_eps": float(central_mode["query_budget_eps"])}
+    else:
+        _check(central_mode is None, "central_mode applies only to mechanism kind 'central'", "central_mode")
+    if drop_noise is not None:
+        _check(isinstance(drop_noise, dict), "drop_noise must be {eps, delta}", "drop_noise")
+        try:
+            drop_noise = {"eps": float(drop_noise["eps"]), "delta": float(drop_noise["delta"])}
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValidationError("drop_noise must be {eps: float, delta: float}", parameter="drop_noise") from e
+        drop_offset(drop_noise["eps"], drop_noise["delta"])
+        _check(central_available(), "drop_noise needs shuffledp.central (exact discrete Laplace sampler)",
+               "drop_noise")
+    probe_value = 0.0 if mechanism.get("kind") == "mean" else 0
+    probe = mech.randomize(np.asarray([probe_value]), np.random.default_rng(0))  # layout only, never sent
+    schema = PlaintextSchema.from_reports(probe)
+    return TaskConfig(task_id=task_id or secrets.token_bytes(32), name=name, mechanism=dict(mechanism),
+                      report_schema=schema, time_precision=time_precision, batch_window=batch_window,
+                      max_wait_windows=max_wait_windows, tolerable_clock_skew=tolerable_clock_skew,
+                      crowds=tuple(crowds), min_batch_size_floor=min_batch_size_floor,
+                      target_central={"eps": float(target_central.get("eps", 0)),
+                                      "delta": float(target_central.get("delta", 0))},
+                      honest_fraction=float(honest_fraction), min_batch_size=int(n_min), client_policy=pol,
+                      retention_days=retention_days, test_only=test_only, central_mode=central_mode,
+                      drop_noise=drop_noise)

@@ -1,0 +1,166 @@
+"""Start shuffler + analyzer as real subprocesses on loopback (demo, tests, benchmark)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+__all__ = ["ServiceProcess", "Deployment", "free_port"]
+
+
+def free_port() -> int:
+    """A currently free loopback port (for services that must restart on the same port)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class ServiceProcess:
+    role: str
+    db: str
+    workdir: Path
+    env: dict
+    tick: float = 1.0
+    proc: subprocess.Popen | None = None
+    port: int = 0
+    log_path: Path | None = None
+    extra_args: list = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> "ServiceProcess":
+        pf = self.workdir / f"{self.role}.port"
+        pf.unlink(missing_ok=True)
+        self.log_path = self.workdir / f"{self.role}.log"
+        args = [sys.executable, "-m", "shuffledp.service.serve", self.role, "--db", self.db, "--port",
+                str(self.port), "--port-file", str(pf), "--tick", str(self.tick), *self.extra_args]
+        logf = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args, env=self.env, stdout=logf, stderr=subprocess.STDOUT)
+        logf.close()
+        t0 = time.monotonic()
+        while not pf.exists():
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.role} exited early:\n{self.log_path.read_text()[-3000:]}")
+            if time.monotonic() - t0 > timeout:
+                self.kill()
+                raise TimeoutError(f"{self.role} did not start in {timeout}s")
+            time.sleep(0.05)
+        self.port = int(pf.read_text())
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL (crash), no cleanup."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@dataclass
+class Deployment:
+    """A shuffler and an analyzer on 127.0.0.1 with SQLite files in ``workdir``."""
+
+    workdir: Path
+    shuffler_db: str | None = None
+    analyzer_db: str | None = None
+    tick_seconds: float = 0.5
+    fixed_ports: bool = False
+    forward_timeout: float = 30.0
+    admin_token: str = field(default_factory=lambda: secrets.token_hex(16))
+    collector_token: str = field(default_factory=lambda: secrets.token_hex(16))
+    peer_secret: str = field(default_factory=lambda: secrets.token_hex(32))
+
+    def __post_init__(self) -> None:
+        self.workdir = Path(self.workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        src = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env.update(SHUFFLEDP_ADMIN_TOKEN=self.admin_token, SHUFFLEDP_COLLECTOR_TOKEN=self.collector_token,
+                   SHUFFLEDP_PEER_SECRET=self.peer_secret)
+        self.env = env
+        self.analyzer = ServiceProcess("analyzer", self.analyzer_db or f"sqlite:///{self.workdir / 'analyzer.db'}",
+                                       self.workdir, env)
+        self.shuffler = ServiceProcess("shuffler", self.shuffler_db or f"sqlite:///{self.workdir / 'shuffler.db'}",
+                                       self.workdir, env, tick=self.tick_seconds,
+                                       extra_args=["--forward-timeout", str(self.forward_timeout)])
+        if self.fixed_ports:
+            self.analyzer.port, self.shuffler.port = free_port(), free_port()
+        self.http = httpx.Client(timeout=120.0)
+
+    def start(self) -> "Deployment":
+        self.analyzer.start()
+        self.shuffler.start()
+        return self
+
+    def stop(self) -> None:
+        self.shuffler.stop()
+        self.analyzer.stop()
+        self.http.close()
+
+    def __enter__(self) -> "Deployment":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ admin helpers
+    def admin(self) -> dict:
+        return {"authorization": f"Bearer {self.admin_token}"}
+
+    def collector(self) -> dict:
+        return {"authorization": f"Bearer {self.collector_token}"}
+
+    def create_task(self, spec: dict, analyzer_url_for_shuffler: str | None = None,
+                    shuffler=None, crowds: list[bytes] | None = None) -> dict:
+        r = self.http.post(f"{self.analyzer.url}/v1/tasks", json=spec, headers=self.admin())
+        r.raise_for_status()
+        created = r.json()
+        self.register(created, analyzer_url_for_shuffler, shuffler, crowds)
+        return created
+
+    def register(self, created: dict, analyzer_url_for_shuffler: str | None = None, shuffler=None,
+                 crowds: list[bytes] | None = None) -> None:
+        ids = self.http.get(f"{self.analyzer.url}/v1/hpke-key-ids").json()["accepting"]
+        sh = shuffler or self.shuffler
+        r = self.http.put(f"{sh.url}/v1/tasks/{created['task_id']}", headers=self.admin(), json={
+            "config": created["config"], "analyzer_url": analyzer_url_for_shuffler or self.analyzer.url,
+            "key_ids": ids, "crowds": None if crowds is None else [c.hex() for c in crowds]})
+        r.raise_for_status()
+
+    def tick(self, close_current: bool = True, shuffler=None) -> dict:
+        sh = shuffler or self.shuffler
+        r = self.http.post(f"{sh.url}/v1/admin/tick", params={"close_current": close_current},
+                           headers=self.admin())
+        r.raise_for_status()
+        return r.json()
+
+    def counters(self, task_id: str, shuffler=None) -> dict:
+        sh = shuffler or self.shuffler
+        return self.http.get(f"{sh.url}/v1/admin/tasks/{task_id}/counters", headers=self.admin()).json()
+
+    def estimates(self, task_id: str, **params) -> httpx.Response:
+        return self.http.get(f"{self.analyzer.url}/v1/tasks/{task_id}/estimates", params=params,
+                             headers=self.collector())
+
+    def analyzer_stats(self, task_id: str) -> dict:
+        return self.http.get(f"{self.analyzer.url}/v1/tasks/{task_id}/stats", headers=self.collector()).json()

@@ -1,0 +1,181 @@
+"""Storage: SQLAlchemy 2 Core tables, engine setup, and Alembic migrations shipped in the package.
+
+SQLite (default): WAL journal, ``synchronous=FULL`` (a commit survives power loss once
+acknowledged), ``busy_timeout``, foreign keys, and every transaction opened with
+``BEGIN IMMEDIATE`` (SQLAlchemy's documented pysqlite workaround) so writers serialize instead
+of failing on lock upgrades. PostgreSQL by URL (``postgresql+psycopg://...``), READ COMMITTED
+with unique constraints for idempotency.
+
+No table has an autoincrement key or a wall-clock arrival column: shuffler rows are keyed by
+the SHA-256 of the envelope, and the only time information is the window index.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import (BigInteger, Column, Float, Index, Integer, LargeBinary, MetaData, PrimaryKeyConstraint,
+                        String, Table, Text, create_engine, event)
+from sqlalchemy.engine import Engine
+
+__all__ = ["metadata", "make_engine", "upgrade", "insert_ignore"]
+
+metadata = MetaData()
+
+# ------------------------------------------------------------------ shuffler
+shuffler_tasks = Table(
+    "shuffler_tasks", metadata,
+    Column("task_id", LargeBinary(32), primary_key=True),
+    Column("config", Text, nullable=False),
+    Column("analyzer_url", Text, nullable=False),
+    Column("key_ids", Text, nullable=False),          # JSON list of accepted analyzer key ids
+    Column("min_batch_size", Integer, nullable=False),
+)
+shuffler_pending = Table(
+    "shuffler_pending", metadata,
+    Column("task_id", LargeBinary(32), nullable=False),
+    Column("envelope_digest", LargeBinary(32), nullable=False),
+    Column("crowd_id", LargeBinary, nullable=False),
+    Column("window", BigInteger, nullable=False),
+    Column("envelope", LargeBinary, nullable=False),
+    PrimaryKeyConstraint("task_id", "envelope_digest"),
+    Index("ix_pending_group", "task_id", "crowd_id", "window"),
+)
+shuffler_batches = Table(
+    "shuffler_batches", metadata,
+    Column("batch_id", LargeBinary(32), primary_key=True),
+    Column("task_id", LargeBinary(32), nullable=False),
+    Column("crowd_id", LargeBinary, nullable=False),
+    Column("window", BigInteger, nullable=False),
+    Column("n", Integer, nullable=False),
+    Column("state", String(16), nullable=False),      # ready | retrying | delivered | rejected
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("next_attempt_at", Float, nullable=False, default=0.0),
+    Column("last_error", Text),
+    Index("ix_batches_state", "state"),
+)
+shuffler_batch_items = Table(
+    "shuffler_batch_items", metadata,
+    Column("batch_id", LargeBinary(32), nullable=False),
+    Column("pos", Integer, nullable=False),
+    Column("envelope", LargeBinary, nullable=False),
+    PrimaryKeyConstraint("batch_id", "pos"),
+)
+shuffler_counters = Table(
+    "shuffler_counters", metadata,
+    Column("task_id", LargeBinary(32), nullable=False),
+    Column("name", String(64), nullable=False),
+    Column("value", BigInteger, nullable=False),
+    PrimaryKeyConstraint("task_id", "name"),
+)
+
+# ------------------------------------------------------------------ analyzer
+analyzer_tasks = Table(
+    "analyzer_tasks", metadata,
+    Column("task_id", LargeBinary(32), primary_key=True),
+    Column("config", Text, nullable=False),
+    Column("config_digest", LargeBinary(32), nullable=False),
+    Column("active", Integer, nullable=False, default=1),
+)
+analyzer_keys = Table(
+    "analyzer_keys", metadata,
+    Column("key_id", Integer, primary_key=True, autoincrement=False),
+    Column("public_key", LargeBinary, nullable=False),
+    Column("private_key", LargeBinary, nullable=False),
+    Column("state", String(16), nullable=False),      # active | expired
+)
+analyzer_batches = Table(
+    "analyzer_batches", metadata,
+    Column("batch_id", LargeBinary(32), primary_key=True),
+    Column("task_id", LargeBinary(32), nullable=False),
+    Column("crowd_id", LargeBinary, nullable=False),
+    Column("window", BigInteger, nullable=False),
+    Column("n_received", Integer, nullable=False),
+    Column("n_valid", Integer, nullable=False),
+    Column("result", Text, nullable=False),
+)
+analyzer_report_ids = Table(
+    "analyzer_report_ids", metadata,
+    Column("task_id", LargeBinary(32), nullable=False),
+    Column("report_id", LargeBinary(16), nullable=False),
+    Column("batch_id", LargeBinary(32), nullable=False),
+    PrimaryKeyConstraint("task_id", "report_id"),
+)
+analyzer_aggregates = Table(
+    "analyzer_aggregates", metadata,
+    Column("task_id", LargeBinary(32), nullable=False),
+    Column("window", BigInteger, nullable=False),
+    Column("crowd_id", LargeBinary, nullable=False),
+    Column("statistic", LargeBinary, nullable=False),
+    Column("dtype", String(16), nullable=False),
+    Column("shape", String(64), nullable=False),
+    Column("n", BigInteger, nullable=False),
+    PrimaryKeyConstraint("task_id", "window", "crowd_id"),
+)
+analyzer_ledger = Table(
+    "analyzer_ledger", metadata,
+    Column("batch_id", LargeBinary(32), primary_key=True),
+    Column("task_id", LargeBinary(32), nullable=False),
+    Column("window", BigInteger, nullable=False),
+    Column("crowd_id", LargeBinary, nullable=False),
+    Column("n_released", Integer, nullable=False),
+    Column("n_valid", Integer, nullable=False),
+    Column("eps_local", Float, nullable=False),
+    Column("eps_central", Float, nullable=False),
+    Column("delta", Float, nullable=False),
+    Column("statement", Text, nullable=False),
+)
+analyzer_queries = Table(
+    "analyzer_queries", metadata,
+    Column("query_id", LargeBinary(16), primary_key=True),
+    Column("task_id", LargeBinary(32), nullable=False),
+    Column("eps", Float, nullable=False),
+    Column("result", Text, nullable=False),
+)
+
+
+def make_engine(url: str) -> Engine:
+    """Engine with the durability settings above (SQLite) or plain (PostgreSQL)."""
+    if url.startswith("sqlite"):
+        eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+        @event.listens_for(eng, "connect")
+        def _on_connect(dbapi_conn, _rec):  # pragma: no cover - exercised by every test
+            dbapi_conn.isolation_level = None  # let SQLAlchemy's begin event own transactions
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=FULL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        @event.listens_for(eng, "begin")
+        def _on_begin(conn):  # pragma: no cover
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return eng
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://"):]
+    return create_engine(url, pool_pre_ping=True)
+
+
+def upgrade(engine: Engine) -> None:
+    """Apply the packaged Alembic migrations up to head."""
+    from alembic import command
+    from alembic.config import Config
+
+    here = Path(__file__).parent / "migrations"
+    cfg = Config(str(here / "alembic.ini"))
+    cfg.set_main_option("script_location", str(here))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+
+
+def insert_ignore(engine: Engine, table: Table):
+    """``INSERT ... ON CONFLICT DO NOTHING`` for the engine's dialect."""
+    if engine.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert(table).on_conflict_do_nothing()

@@ -1,0 +1,290 @@
+"""Wire formats: envelope (RFC 9458 encapsulation layout), key lists, plaintexts, bodies.
+
+Every decoder here is total: any malformed input raises :class:`DecodeError` (never an
+IndexError/struct.error), which the services turn into a typed problem+json response.
+
+Formats (all integers big-endian unless noted):
+
+- **key list** (``application/ohttp-keys``, RFC 9458 §3): repeated
+  ``u16 len ‖ key_id u8 ‖ kem u16 ‖ pk (32) ‖ u16 suites_len ‖ (kdf u16 ‖ aead u16)*``.
+- **envelope**: ``key_id u8 ‖ kem u16 ‖ kdf u16 ‖ aead u16 ‖ enc (32) ‖ ct (L + 16)``; HPKE
+  ``info = LABEL ‖ 0x00 ‖ hdr ‖ task_id (32) ‖ config_digest (32) ‖ u8 len ‖ crowd_id`` binds
+  the report to its task, configuration and crowd (no AAD).
+- **plaintext** (fixed length per task): ``version u8 (=1) ‖ report_id (16) ‖ time u64 ‖
+  fields``, fields in the task's ``report_schema`` order, little-endian numpy rows.
+- **upload body** (client → shuffler, ``application/vnd.shuffledp.upload``):
+  ``"SDU1" ‖ u32 count ‖ (u8 crowd_len ‖ crowd ‖ u16 env_len ‖ envelope)*``.
+- **batch body** (shuffler → analyzer, ``application/vnd.shuffledp.batch``):
+  ``"SDB1" ‖ task_id (32) ‖ u8 crowd_len ‖ crowd ‖ u64 window ‖ u32 count ‖ u16 env_len ‖
+  envelopes (count × env_len)``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core.errors import ShuffleDPError
+from .hpke import (AEAD_AES_128_GCM, AEAD_CHACHA20_POLY1305, KDF_HKDF_SHA256, KEM_X25519_HKDF_SHA256, N_ENC,
+                   N_TAG, HpkeError, Suite, open_base, seal_base)
+
+__all__ = [
+    "DecodeError", "KeyConfig", "encode_key_list", "decode_key_list", "REPORT_LABEL", "envelope_info",
+    "seal_report", "open_report", "envelope_len", "HEADER_LEN", "PlaintextSchema", "encode_upload",
+    "decode_upload", "encode_batch", "decode_batch", "batch_id", "digest",
+]
+
+REPORT_LABEL = b"application/vnd.shuffledp.report request"
+HEADER_LEN = 7
+MAX_CROWD_LEN = 64
+PLAINTEXT_VERSION = 1
+PLAINTEXT_HEADER = 1 + 16 + 8
+
+
+class DecodeError(ShuffleDPError, ValueError):
+    """Malformed bytes (frame, key list, plaintext)."""
+
+
+def digest(b: bytes) -> bytes:
+    return hashlib.sha256(b).digest()
+
+
+# ---------------------------------------------------------------------------- key lists
+@dataclass(frozen=True)
+class KeyConfig:
+    """One HPKE key configuration as published by the analyzer."""
+
+    key_id: int
+    public_key: bytes
+    suites: tuple[tuple[int, int], ...] = ((KDF_HKDF_SHA256, AEAD_AES_128_GCM),)
+    kem_id: int = KEM_X25519_HKDF_SHA256
+
+    def encode(self) -> bytes:
+        sym = b"".join(struct.pack(">HH", k, a) for k, a in self.suites)
+        return (struct.pack(">BH", self.key_id, self.kem_id) + self.public_key
+                + struct.pack(">H", len(sym)) + sym)
+
+
+def encode_key_list(keys: list[KeyConfig]) -> bytes:
+    out = b""
+    for k in keys:
+        e = k.encode()
+        out += struct.pack(">H", len(e)) + e
+    return out
+
+
+def decode_key_config(b: bytes) -> KeyConfig:
+    if len(b) < 3 + N_ENC + 2:
+        raise DecodeError("key config too short")
+    key_id, kem = struct.unpack_from(">BH", b, 0)
+    if kem != KEM_X25519_HKDF_SHA256:
+        raise DecodeError(f"unsupported KEM {kem:#06x}")
+    pk = b[3:3 + N_ENC]
+    (slen,) = struct.unpack_from(">H", b, 3 + N_ENC)
+    sym = b[5 + N_ENC:]
+    if slen != len(sym) or slen == 0 or slen % 4:
+        raise DecodeError("bad symmetric algorithms length")
+    suites = tuple(struct.unpack_from(">HH", sym, i) for i in range(0, slen, 4))
+    return KeyConfig(key_id, pk, suites, kem)
+
+
+def decode_key_list(b: bytes) -> list[KeyConfig]:
+    out, i = [], 0
+    while i < len(b):
+        if i + 2 > len(b):
+            raise DecodeError("truncated key list")
+        (n,) = struct.unpack_from(">H", b, i)
+        if i + 2 + n > len(b):
+            raise DecodeError("truncated key config")
+        out.append(decode_key_config(b[i + 2:i + 2 + n]))
+        i += 2 + n
+    return out
+
+
+# ---------------------------------------------------------------------------- envelope
+def envelope_info(hdr: bytes, task_id: bytes, config_digest: bytes, crowd_id: bytes) -> bytes:
+    return REPORT_LABEL + b"\x00" + hdr + task_id + config_digest + bytes([len(crowd_id)]) + crowd_id
+
+
+def envelope_len(plaintext_len: int) -> int:
+    return HEADER_LEN + N_ENC + plaintext_len + N_TAG
+
+
+def seal_report(key: KeyConfig, task_id: bytes, config_digest: bytes, crowd_id: bytes, plaintext: bytes,
+                aead_id: int = AEAD_AES_128_GCM, *, _ikm_e: bytes | None = None) -> bytes:
+    """Seal one report plaintext to the analyzer key; returns the envelope bytes."""
+    if (KDF_HKDF_SHA256, aead_id) not in key.suites:
+        raise HpkeError(f"key {key.key_id} does not offer AEAD {aead_id:#06x}")
+    hdr = struct.pack(">BHHH", key.key_id, KEM_X25519_HKDF_SHA256, KDF_HKDF_SHA256, aead_id)
+    enc, ct = seal_base(_SUITES.get(aead_id) or Suite(aead_id), key.public_key, envelope_info(hdr, task_id, config_digest, crowd_id),
+                        b"", plaintext, _ikm_e=_ikm_e)
+    return hdr + enc + ct
+
+
+def parse_header(envelope: bytes) -> tuple[int, int, int, int]:
+    if len(envelope) < HEADER_LEN + N_ENC + N_TAG:
+        raise DecodeError("envelope too short")
+    return struct.unpack_from(">BHHH", envelope, 0)
+
+
+_SUITES = {AEAD_AES_128_GCM: Suite(AEAD_AES_128_GCM), AEAD_CHACHA20_POLY1305: Suite(AEAD_CHACHA20_POLY1305)}
+ALLOWED_SUITES = {(KEM_X25519_HKDF_SHA256, KDF_HKDF_SHA256, AEAD_AES_128_GCM),
+                  (KEM_X25519_HKDF_SHA256, KDF_HKDF_SHA256, AEAD_CHACHA20_POLY1305)}
+
+
+def open_report(envelope: bytes, private_keys: dict[int, object], task_id: bytes, config_digest: bytes,
+                crowd_id: bytes) -> bytes:
+    """Open one envelope; raises HpkeError (auth failure/unknown key) or DecodeError (framing)."""
+    key_id, kem, kdf, aead = parse_header(envelope)
+    if (kem, kdf, aead) not in ALLOWED_SUITES:
+        raise DecodeError("unsupported suite in envelope header")
+    entry = private_keys.get(key_id)
+    if entry is None:
+        raise HpkeError(f"unknown key id {key_id}")
+    sk, pk = entry if isinstance(entry, tuple) else (entry, None)  # (private key, public bytes) or key
+    hdr = envelope[:HEADER_LEN]
+    enc = envelope[HEADER_LEN:HEADER_LEN + N_ENC]
+    return open_base(_SUITES[aead], enc, sk, envelope_info(hdr, task_id, config_digest, crowd_id), b"",
+                     envelope[HEADER_LEN + N_ENC:], pk)
+
+
+# ---------------------------------------------------------------------------- plaintexts
+@dataclass(frozen=True)
+class PlaintextSchema:
+    """Fixed-length binary layout of one report's columnar fields (one row per report).
+
+    ``fields`` is a tuple of ``(name, dtype_str, row_shape)``; dtype strings are little-endian.
+    """
+
+    fields: tuple[tuple[str, str, tuple[int, ...]], ...]
+
+    @classmethod
+    def from_reports(cls, reports: dict[str, np.ndarray]) -> "PlaintextSchema":
+        f = []
+        for name in sorted(reports):
+            a = np.asarray(reports[name])
+            f.append((name, a.dtype.newbyteorder("<").str, tuple(int(s) for s in a.shape[1:])))
+        return cls(tuple(f))
+
+    @classmethod
+    def from_json(cls, obj: list) -> "PlaintextSchema":
+        return cls(tuple((str(n), str(d), tuple(int(s) for s in sh)) for n, d, sh in obj))
+
+    def to_json(self) -> list:
+        return [[n, d, list(sh)] for n, d, sh in self.fields]
+
+    def _row_bytes(self) -> list[int]:
+        return [int(np.dtype(d).itemsize * int(np.prod(sh, dtype=np.int64))) for _, d, sh in self.fields]
+
+    @property
+    def length(self) -> int:
+        return PLAINTEXT_HEADER + sum(self._row_bytes())
+
+    def encode(self, reports: dict[str, np.ndarray], report_ids: np.ndarray, times: np.ndarray) -> np.ndarray:
+        """Vectorized: an (n, length) uint8 array, one plaintext per row."""
+        n = int(report_ids.shape[0])
+        out = np.empty((n, self.length), dtype=np.uint8)
+        out[:, 0] = PLAINTEXT_VERSION
+        out[:, 1:17] = report_ids
+        out[:, 17:25] = np.asarray(times, dtype=">u8").reshape(n, 1).view(np.uint8)
+        pos = PLAINTEXT_HEADER
+        for (name, dt, shape), nb in zip(self.fields, self._row_bytes()):
+            a = np.ascontiguousarray(np.asarray(reports[name]).astype(dt, casting="same_kind"))
+            if a.shape != (n, *shape):
+                raise DecodeError(f"field {name!r} has shape {a.shape}, schema wants {(n, *shape)}")
+            out[:, pos:pos + nb] = a.reshape(n, -1).view(np.uint8).reshape(n, nb)
+            pos += nb
+        return out
+
+    def decode(self, rows: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+        """Inverse of :meth:`encode` for an (n, length) uint8 array: (reports, report_ids, times)."""
+        if rows.ndim != 2 or rows.shape[1] != self.length:
+            raise DecodeError("plaintext length does not match the task's schema")
+        if rows.shape[0] and np.any(rows[:, 0] != PLAINTEXT_VERSION):
+            raise DecodeError("unknown plaintext version")
+        n = rows.shape[0]
+        ids = np.ascontiguousarray(rows[:, 1:17])
+        times = np.ascontiguousarray(rows[:, 17:25]).view(">u8").reshape(n).astype(np.int64)
+        reports, pos = {}, PLAINTEXT_HEADER
+        for (name, dt, shape), nb in zip(self.fields, self._row_bytes()):
+            a = np.ascontiguousarray(rows[:, pos:pos + nb]).view(dt).reshape(n, *shape)
+            reports[name] = a.astype(np.dtype(dt).newbyteorder("="))
+            pos += nb
+        return reports, ids, times
+
+
+# ---------------------------------------------------------------------------- bodies
+def encode_upload(items: list[tuple[bytes, bytes]]) -> bytes:
+    parts = [b"SDU1", struct.pack(">I", len(items))]
+    for crowd, env in items:
+        parts.append(bytes([len(crowd)]) + crowd + struct.pack(">H", len(env)) + env)
+    return b"".join(parts)
+
+
+def decode_upload(body: bytes, max_items: int) -> list[tuple[bytes, bytes]]:
+    if len(body) < 8 or body[:4] != b"SDU1":
+        raise DecodeError("upload body must start with 'SDU1' and a count")
+    (n,) = struct.unpack_from(">I", body, 4)
+    if n > max_items:
+        raise DecodeError(f"at most {max_items} reports per request, got {n}")
+    out, i = [], 8
+    mv = memoryview(body)
+    for _ in range(n):
+        if i >= len(body):
+            raise DecodeError("truncated upload body")
+        cl = body[i]
+        if cl > MAX_CROWD_LEN or i + 1 + cl + 2 > len(body):
+            raise DecodeError("truncated or oversized crowd id")
+        crowd = bytes(mv[i + 1:i + 1 + cl])
+        (el,) = struct.unpack_from(">H", body, i + 1 + cl)
+        j = i + 3 + cl
+        if j + el > len(body):
+            raise DecodeError("truncated envelope")
+        out.append((crowd, bytes(mv[j:j + el])))
+        i = j + el
+    if i != len(body):
+        raise DecodeError("trailing bytes after the last report")
+    return out
+
+
+@dataclass(frozen=True)
+class Batch:
+    task_id: bytes
+    crowd_id: bytes
+    window: int
+    envelopes: list[bytes]
+
+
+def encode_batch(b: Batch) -> bytes:
+    el = len(b.envelopes[0]) if b.envelopes else 0
+    return b"".join([b"SDB1", b.task_id, bytes([len(b.crowd_id)]), b.crowd_id,
+                     struct.pack(">QIH", b.window, len(b.envelopes), el), *b.envelopes])
+
+
+def decode_batch(body: bytes) -> Batch:
+    if len(body) < 4 + 32 + 1 or body[:4] != b"SDB1":
+        raise DecodeError("batch body must start with 'SDB1'")
+    task_id = body[4:36]
+    cl = body[36]
+    if cl > MAX_CROWD_LEN or len(body) < 37 + cl + 14:
+        raise DecodeError("truncated batch header")
+    crowd = body[37:37 + cl]
+    window, n, el = struct.unpack_from(">QIH", body, 37 + cl)
+    start = 37 + cl + 14
+    if len(body) != start + n * el:
+        raise DecodeError("batch body length does not match count × envelope length")
+    mv = memoryview(body)
+    envs = [bytes(mv[start + k * el:start + (k + 1) * el]) for k in range(n)]
+    return Batch(task_id, crowd, window, envs)
+
+
+def batch_id(task_id: bytes, crowd_id: bytes, window: int, envelopes: list[bytes]) -> bytes:
+    """Content-derived batch identifier (order-sensitive), so a re-sent PUT is idempotent."""
+    h = hashlib.sha256(b"shuffledp batch v1" + task_id + bytes([len(crowd_id)]) + crowd_id
+                       + struct.pack(">QI", window, len(envelopes)))
+    for e in envelopes:
+        h.update(hashlib.sha256(e).digest())
+    return h.digest()
