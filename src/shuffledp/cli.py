@@ -101,7 +101,7 @@ def _default_demo() -> None:
 
 def main() -> None:  # console-script entry point
     _register_commands()
-    if not any(c.name == "demo" for c in app.registered_commands):
+    if not any((c.name or (c.callback.__name__ if c.callback else "")) == "demo" for c in app.registered_commands):
         app.command(name="demo")(_default_demo)
     app()
 
