@@ -1,0 +1,184 @@
+"""The contract every protocol implements: local, shuffle or central, one interface.
+
+A protocol is built from its **central target** ``(epsilon, delta)`` and the number of users
+``n``; it chooses its own local parameters from the theorems it implements.
+
+Data flow (see :func:`shuffledp.pipeline.run`)::
+
+    values --encode--> messages --shuffle--> shuffled messages --aggregate--> statistic
+                                                                  --estimate--> Estimate
+
+* ``encode(values, rng)`` runs every user's client (vectorized): it returns **columnar
+  messages** (a ``dict`` of numpy arrays whose first axis indexes *messages*, not users; a
+  multi-message protocol emits several rows per user). An optional integer column
+  ``"shuffler"`` routes each message to one of ``n_shufflers`` shufflers.
+* The shuffle step (:mod:`shuffledp.shuffle.shuffler`) adds each shuffler's fake messages
+  (:meth:`Protocol.shuffler_messages`), permutes each shuffler's batch uniformly, and
+  concatenates the batches in shuffler order (the ``"shuffler"`` column is kept: the analyzer
+  knows which shuffler forwarded a batch, never which user sent a message).
+* ``aggregate(messages)`` returns a **mergeable sufficient statistic** (an array; the statistic
+  of a union of batches is the sum of the statistics), ``estimate(statistic, n)`` debiases it.
+* ``simulate_statistic(data, rng)`` samples the statistic directly where its distribution is
+  known exactly (cost independent of n); ``data`` is what :meth:`summarize` returns for the
+  input (true counts for counting/histograms).
+
+Estimates are **totals**: counts (counting), per-item counts (histograms), the sum (sums),
+as in the survey, which reports RMSE of counts and sums.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from ..core.errors import ValidationError
+from ..core.estimate import Estimate
+from ..core.privacy import PrivacyStatement
+from ..core.validation import check_delta, check_epsilon, check_positive_int
+
+__all__ = ["Messages", "Protocol", "InputKind", "n_messages", "concat_messages", "take_messages"]
+
+Messages = dict[str, np.ndarray]
+InputKind = Literal["bit", "categorical", "unit_interval", "multi_categorical", "set"]
+
+
+def n_messages(messages: Messages) -> int:
+    """Number of rows (messages) in a columnar batch."""
+    if not messages:
+        return 0
+    return int(next(iter(messages.values())).shape[0])
+
+
+def concat_messages(parts: list[Messages]) -> Messages:
+    """Concatenate batches with the same columns (empty list -> empty dict)."""
+    parts = [p for p in parts if p]
+    if not parts:
+        return {}
+    keys = list(parts[0].keys())
+    for p in parts[1:]:
+        if list(p.keys()) != keys:
+            raise ValidationError(f"message batches have different columns: {keys} vs {list(p.keys())}",
+                                  parameter="messages")
+    return {k: np.concatenate([p[k] for p in parts], axis=0) for k in keys}
+
+
+def take_messages(messages: Messages, idx: np.ndarray | slice) -> Messages:
+    """Select rows ``idx`` of every column."""
+    return {k: v[idx] for k, v in messages.items()}
+
+
+class Protocol(ABC):
+    """A complete collection protocol (encoder + analyzer + privacy statement).
+
+    Subclasses set the class attributes and implement the abstract methods.
+
+    Attributes
+    ----------
+    name : str
+        Registry name (e.g. ``"cnt_rr"``).
+    model : {"local", "shuffle", "central"}
+        Trust model: what the analyzer sees (raw reports, the shuffled multiset, or a noisy
+        release by a trusted curator).
+    input_kind : str
+        ``"bit"``, ``"categorical"`` (ints in [0, d)), ``"unit_interval"`` (floats in [0, 1]),
+        ``"multi_categorical"`` (an (n, k) int array), ``"set"``.
+    n_shufflers : int
+        Number of independent shufflers (1 for single-shuffler protocols).
+    robust : bool
+        Whether ``privacy`` is a robust statement (holds when a ``gamma`` fraction is honest).
+    """
+
+    name: ClassVar[str] = ""
+    model: ClassVar[Literal["local", "shuffle", "central"]] = "shuffle"
+    input_kind: ClassVar[InputKind] = "bit"
+    robust: ClassVar[bool] = False
+
+    def __init__(self, epsilon: float, delta: float, n: int) -> None:
+        self.epsilon = check_epsilon(epsilon)
+        self.delta = check_delta(delta) if delta else 0.0
+        self.n = check_positive_int(n, "n")
+        self.n_shufflers = 1
+
+    # --- client -----------------------------------------------------------------------
+    @abstractmethod
+    def encode(self, values: Any, rng: np.random.Generator) -> Messages:
+        """Every user's messages (vectorized over users), columnar."""
+
+    # --- shufflers --------------------------------------------------------------------
+    def shuffler_messages(self, shuffler: int, rng: np.random.Generator) -> Messages:
+        """Fake messages shuffler ``shuffler`` injects before permuting (default: none)."""
+        return {}
+
+    # --- analyzer ---------------------------------------------------------------------
+    @abstractmethod
+    def aggregate(self, messages: Messages) -> np.ndarray:
+        """Mergeable sufficient statistic of a (shuffled) message batch."""
+
+    @abstractmethod
+    def estimate(self, statistic: np.ndarray, n: int) -> Estimate:
+        """Estimate (totals) with standard errors from the statistic of ``n`` users."""
+
+    def analyze(self, messages: Messages, n: int) -> Estimate:
+        """``estimate(aggregate(messages), n)``."""
+        return self.estimate(self.aggregate(messages), n)
+
+    # --- simulation -------------------------------------------------------------------
+    def summarize(self, values: Any) -> np.ndarray:
+        """The input summary ``simulate_statistic`` needs (default: true counts over [0, d))."""
+        raise NotImplementedError(f"{type(self).__name__} has no exact statistic simulation")
+
+    def simulate_statistic(self, data: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Sample ``aggregate(shuffle(encode(values)))`` directly from ``summarize(values)``."""
+        raise NotImplementedError(f"{type(self).__name__} has no exact statistic simulation")
+
+    @property
+    def has_exact_simulation(self) -> bool:
+        return type(self).simulate_statistic is not Protocol.simulate_statistic
+
+    # --- privacy and cost -------------------------------------------------------------
+    @abstractmethod
+    def privacy(self, n: int | None = None) -> PrivacyStatement:
+        """The central guarantee of the released statistic for ``n`` users (default ``self.n``)."""
+
+    @property
+    def local_randomizer(self) -> Any:
+        """The per-user eps_l-LDP randomizer, when the protocol has one (else ``None``).
+
+        It exposes ``epsilon`` and ``probabilities(reports, x)`` for the exact ratio check.
+        """
+        return None
+
+    @property
+    @abstractmethod
+    def messages_per_user(self) -> float:
+        """Expected number of messages each user sends."""
+
+    @property
+    @abstractmethod
+    def bits_per_message(self) -> float:
+        """Bits needed to encode one message."""
+
+    @property
+    def bits_per_user(self) -> float:
+        """Expected communication per user in bits."""
+        return self.messages_per_user * self.bits_per_message
+
+    def variance(self, n: int | None = None) -> float:
+        """Closed-form variance (or the stated error bound, squared) of one estimated total."""
+        raise NotImplementedError(f"{type(self).__name__} states no closed-form variance")
+
+    # --- helpers ----------------------------------------------------------------------
+    def _check_n_matches(self, n: int) -> int:
+        n = check_positive_int(n, "n")
+        return n
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(epsilon={self.epsilon:g}, delta={self.delta:g}, n={self.n})"
+
+
+def bits_for(k: int) -> float:
+    """Bits to encode one of ``k`` values (at least 1)."""
+    return float(max(1, math.ceil(math.log2(max(k, 2)))))

@@ -1,0 +1,65 @@
+"""Registry: build a protocol from its survey name and its central target.
+
+``protocol(name, epsilon=eps_c, delta=..., n=..., **params)``. Each protocol module exports a
+``PROTOCOLS`` dict (name -> class); modules load lazily.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ..core.errors import ValidationError
+from .base import Protocol
+
+__all__ = ["PROTOCOL_MODULES", "protocol", "protocol_class", "available_protocols"]
+
+#: registry name -> module (relative to shuffledp.shuffle) that defines it in ``PROTOCOLS``
+PROTOCOL_MODULES: dict[str, str] = {
+    # counting (bits)
+    "cnt_rr": "counting", "cnt_2m": "counting", "cnt_pure": "counting", "cnt_sgm": "counting",
+    "cnt_bn": "counting",
+    # histograms (ints in [0, d))
+    "hist_kr": "histogram", "hist_mm": "histogram", "slh": "histogram", "murs": "histogram",
+    "prhr": "histogram", "pucm": "histogram",
+    # multi-value (an (n, k) int array)
+    "fragmenting": "multi", "sample_one": "multi",
+    # sums (floats in [0, 1])
+    "rsum_rr": "sums", "rsum_kr": "sums", "rsum_rm": "sums", "rsum_dsg": "sums", "rsum_pure": "sums",
+    # other statistics
+    "distinct": "other", "range_count": "other", "put": "other", "aut": "other",
+    # baselines in the local and central models (the survey's comparisons)
+    "ldp_rr": "baselines", "ldp_krr": "baselines", "ldp_harmony": "baselines", "ldp_oracle": "baselines",
+    "cdp_laplace_count": "baselines", "cdp_laplace_hist": "baselines", "cdp_laplace_sum": "baselines",
+}
+
+
+def protocol_class(name: str) -> type[Protocol]:
+    """The class registered as ``name``."""
+    key = name.lower() if isinstance(name, str) else name
+    if key not in PROTOCOL_MODULES:
+        raise ValidationError(f"unknown protocol {name!r}; choose one of {sorted(PROTOCOL_MODULES)}",
+                              parameter="name")
+    module = importlib.import_module(f"{__package__}.{PROTOCOL_MODULES[key]}")
+    table = getattr(module, "PROTOCOLS", {})
+    if key not in table:
+        raise ValidationError(f"protocol {name!r} is not implemented in shuffledp.shuffle.{PROTOCOL_MODULES[key]}",
+                              parameter="name")
+    return table[key]
+
+
+def protocol(name: str, epsilon: float, delta: float = 1e-6, n: int = 10**6, **params: Any) -> Protocol:
+    """Build protocol ``name`` achieving central (epsilon, delta)-DP for ``n`` users."""
+    return protocol_class(name)(epsilon=epsilon, delta=delta, n=n, **params)
+
+
+def available_protocols() -> list[str]:
+    """Registry names whose module is importable and defines them."""
+    out = []
+    for name in PROTOCOL_MODULES:
+        try:
+            protocol_class(name)
+        except (ValidationError, ImportError):
+            continue
+        out.append(name)
+    return out
