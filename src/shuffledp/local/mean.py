@@ -219,18 +219,19 @@ class DuchiMechanism(_SumMeanOracle):
             return {"z": z}
         t = self._values(values)
         n, d = t.shape
-        v = np.where(rng.random((n, d)) < (1.0 + t) * 0.5, 1, -1).astype(np.int8)
+        v = (rng.random((n, d)) < (1.0 + t) * 0.5).astype(np.int8) * np.int8(2) - np.int8(1)
         m = np.searchsorted(self._m_cdf, rng.random(n), side="right").astype(np.int64)
-        m = np.minimum(m, d)
+        need = np.minimum(m, d)
         # w: uniformly random sign vector with exactly m (+1)s, by sequential selection sampling
-        w = np.empty((n, d), dtype=np.int8)
-        need = m.copy()
-        u = rng.random((n, d))
+        # (coordinate j is +1 with probability need / (d - j)); stored coordinate-major for speed
+        w = np.empty((d, n), dtype=np.int8)
+        u = rng.random((d, n))
         for j in range(d):  # loop over coordinates, vectorized over users
-            take = u[:, j] * (d - j) < need
-            w[:, j] = np.where(take, 1, -1)
+            take = u[j] * (d - j) < need
+            w[j] = take
             need -= take
-        return {"z": (w * v).astype(np.int8)}
+        z = (w.T * np.int8(2) - np.int8(1)) * v
+        return {"z": z}
 
     def validate_reports(self, reports: Reports) -> Reports:
         if set(reports) != {"z"}:
