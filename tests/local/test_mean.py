@@ -278,7 +278,7 @@ def test_bad_values_multidim(name, bad, rng):
 
 @pytest.mark.parametrize("name", sorted(MEAN_ORACLES))
 @pytest.mark.parametrize("eps,params", [(0, {}), (-1.0, {}), (float("nan"), {}), (float("inf"), {}),
-                                        (1.0, {"dim": 0}), (1.0, {"dim": 2.5}), (1.0, {"dim": True})])
+                                        (800.0, {}), (1.0, {"dim": 0}), (1.0, {"dim": 2.5}), (1.0, {"dim": True})])
 def test_bad_params(name, eps, params):
     with pytest.raises(ValidationError):
         mean_oracle(name, eps, **params)

@@ -80,6 +80,14 @@ class _SumMeanOracle(MeanOracle):
     """
 
     _scale: float = 1.0
+    #: Largest eps accepted (e^eps must stay a finite float).
+    MAX_EPSILON = 700.0
+
+    def __init__(self, epsilon: float, dim: int = 1) -> None:
+        super().__init__(epsilon, dim)
+        if self.epsilon > self.MAX_EPSILON:
+            raise ValidationError(f"epsilon must be <= {self.MAX_EPSILON:g} (e^eps must be finite), "
+                                  f"got {self.epsilon!r}", parameter="epsilon")
 
     def _unit_variance_coefficients(self) -> tuple[float, float]:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -474,7 +482,8 @@ class PiecewiseMechanism(_SumMeanOracle):
         out = {"t": t.astype(np.float64)}
         if self.dim > 1:
             j = np.asarray(reports["j"])
-            if j.shape != want or not np.issubdtype(j.dtype, np.integer) or (j.size and (j.min() < 0 or j.max() >= self.dim)):
+            in_range = j.size == 0 or (np.issubdtype(j.dtype, np.integer) and j.min() >= 0 and j.max() < self.dim)
+            if j.shape != want or not np.issubdtype(j.dtype, np.integer) or not in_range:
                 raise ValidationError(f"reports 'j' must be integers in [0, {self.dim}) of shape {want}", parameter="j")
             if self.k > 1 and np.any(np.diff(np.sort(j, axis=1), axis=1) == 0):
                 raise ValidationError("reports 'j' must hold distinct coordinates per user", parameter="j")
