@@ -204,6 +204,19 @@ class _Design:
             Q += Bj * Bj
         self.Q = m * Q
 
+    def item_coefficients(self) -> dict[str, np.ndarray]:
+        """Per-candidate, distribution-free coefficients of :meth:`Rappor.variance` (cached)."""
+        if getattr(self, "_coef", None) is None:
+            X, A = self.X, self.A
+            diagB = np.einsum("sjk,jks->sj", A, X)  # diag(B_j)
+            rowB = np.einsum("sjk,jk->sj", A, X.sum(axis=2))  # B_j 1
+            self._coef = {"Q_row": self.Q.sum(axis=1), "Q_diag": np.diag(self.Q).copy(),
+                          "r2": (rowB**2).sum(axis=1), "rd": (rowB * diagB).sum(axis=1),
+                          "d2": (diagB**2).sum(axis=1), "A2_sum": self.A2.sum(axis=(1, 2)),
+                          "A2_T1": np.einsum("sjk,jk->s", self.A2, X.sum(axis=2)),
+                          "A2_diag": np.einsum("sjk,jks->s", self.A2, X)}
+        return self._coef
+
     def ols(self, y: np.ndarray) -> np.ndarray:
         return np.einsum("sjk,jk->s", self.A, y)
 
@@ -508,24 +521,17 @@ class Rappor(FrequencyOracle):
             g = np.full(self.d, (1.0 - f) / (self.d - 1))
             g[it] = f
             return float(self.variance_items(n, g)[it])
-        # average over items s of Var_s under g_s = u 1 + v e_s (u = (1-f)/(d-1), v = f - u)
+        # average over items s of Var_s under g_s = u 1 + v e_s (u = (1-f)/(d-1), v = f - u): every
+        # term is linear or quadratic in (u, v) with f-independent per-item coefficients (cached)
         D = self.design()
+        c = D.item_coefficients()
         u = (1.0 - f) / (self.d - 1)
         v = f - u
-        X, A = D.X, D.A
-        diagX = np.einsum("sjk,jks->sj", A, X)  # diag(B_j)
-        rowX = np.einsum("sjk,jk->sj", A, X.sum(axis=2))  # B_j 1
-        bf = u * rowX + v * diagX
-        q_diag = np.diag(D.Q)
-        qg = u * D.Q.sum(axis=1) + v * q_diag
-        fs = f
-        v_samp = (qg - self.m * (bf**2).sum(axis=1) - fs * (1 - fs)) / n
-        T1 = X.sum(axis=2)  # X_j 1 per (cohort, bit)
-        noise_c = self.m / (self.delta**2 * n)
-        base = np.einsum("sjk,jk->s", D.A2, self.p01 * (1 - self.p01) + u * self._kappa * T1)
-        diag_term = np.einsum("sjk,jks->s", D.A2, X) * v * self._kappa
-        v_noise = noise_c * (base + diag_term)
-        return float(np.mean(np.maximum(v_noise + v_samp, 0.0)))
+        v_samp = (u * c["Q_row"] + v * c["Q_diag"]
+                  - self.m * (u * u * c["r2"] + 2 * u * v * c["rd"] + v * v * c["d2"]) - f * (1 - f)) / n
+        noise = self.m / (self.delta**2 * n) * (self.p01 * (1 - self.p01) * c["A2_sum"]
+                                                 + self._kappa * (u * c["A2_T1"] + v * c["A2_diag"]))
+        return float(np.mean(np.maximum(noise + v_samp, 0.0)))
 
     # --- privacy -----------------------------------------------------------------------
     def probabilities(self, reports: Reports, x: Any) -> np.ndarray:
