@@ -311,3 +311,12 @@ def test_bad_statistic_and_design(rng):
     tiny = Rappor(1.0, 64, k=2, m=2)  # 4 rows for 64 unknowns: rank deficient
     with pytest.raises(ValidationError, match="rank"):
         tiny.estimate(tiny.aggregate(tiny.randomize(rng.integers(0, 64, 50), rng)), 50)
+
+
+def test_empty_cohorts_are_dropped(rng):
+    m = Rappor(2.0, 10, m=64)
+    st = m.aggregate(m.randomize(rng.integers(0, 10, 40), rng))
+    assert (st[:, -1] == 0).any()
+    e = m.estimate(st, 40)
+    assert np.all(np.isfinite(e.values)) and np.all(e.stderr > 0)
+    assert m.design(None, np.flatnonzero(st[:, -1] > 0)).rows.size == (st[:, -1] > 0).sum()
