@@ -328,3 +328,26 @@ def test_verdict_from_checks():
     assert sc.verdict_from_checks([("a", True), ("b", True)]) == "agree"
     assert sc.verdict_from_checks([("a", True), ("b", False)]) == "partly"
     assert sc.verdict_from_checks([("a", False)]) == "disagree"
+
+
+def test_fallback_parameters_when_default_refuses(rng):
+    class Strict(ToyRR):
+        def __init__(self, epsilon, delta, n, *, mode="strict", **kw):
+            if mode == "strict" and epsilon < 0.5:
+                raise OutOfDomainError("strict mode needs epsilon >= 0.5", parameter="epsilon")
+            super().__init__(epsilon, delta, n, **kw)
+            self.mode = mode
+
+    cfg = SurveyConfig(reps=5, min_reps=5, timing_max_messages=1000, timing_repeats=1)
+    cfg.fallback_params = {"strict": [{"mode": "bogus_that_refuses"}, {"mode": "loose"}]}
+    x = make_data("counting", 1000, rng)
+    kw = dict(factory=lambda name, **k: (Strict(**k) if k.get("mode") != "bogus_that_refuses"
+                                         else ToyRefuses(0.1, 1e-6, 1000)), cls=Strict)
+    row = measure_point("strict", "counting", 0.2, 1000, x, true_total("counting", x, 0), cfg, rng, **kw)
+    assert row["status"] == "ok" and "mode=loose" in row["params"]
+    assert "built with mode=loose because the default refused: refuses eps_c=0.2" in row["reason"]
+    cfg.fallback_params = {"strict": [{"mode": "bogus_that_refuses"}]}
+    row = measure_point("strict", "counting", 0.2, 1000, x, true_total("counting", x, 0), cfg, rng, **kw)
+    assert row["status"] == "skipped" and "also refused with mode=bogus_that_refuses" in row["reason"]
+    row = measure_point("strict", "counting", 0.9, 1000, x, true_total("counting", x, 0), cfg, rng, **kw)
+    assert row["status"] == "ok" and row["reason"] == "" and "mode" not in row["params"]

@@ -73,7 +73,7 @@ LABELS: dict[str, str] = {
 }
 
 ROW_FIELDS = ["figure", "problem", "x_name", "x", "method", "label", "model", "epsilon", "delta", "n", "q", "d",
-              "status", "reason", "rmse", "rmse_se", "rmse_theory", "reps", "rmse_how", "analyzer_s",
+              "status", "reason", "params", "rmse", "rmse_se", "rmse_theory", "reps", "rmse_how", "analyzer_s",
               "analyzer_how", "timing_messages", "messages_per_user", "bits_per_user", "total_messages",
               "fake_messages", "eps_achieved", "delta_achieved", "eps_local", "point_s"]
 
@@ -146,12 +146,22 @@ class SurveyConfig:
     baselines: dict[str, tuple[str, str]] = field(default_factory=lambda: dict(BASELINES))
     #: extra keyword arguments per method (merged over the defaults of :meth:`params_for`)
     extra_params: dict[str, dict] = field(default_factory=dict)
+    #: alternative settings tried, in order, when a method refuses the target with its defaults
+    #: (the survey: "parameters not mentioned take the setting that gives the best bound");
+    #: the row's ``params`` and ``reason`` say which one was used
+    fallback_params: dict[str, list[dict]] = field(default_factory=lambda: {
+        "cnt_rr": [{"calibration": "corollary4.7"}, {"calibration": "clones"}],
+        "hist_kr": [{"bound": "bennett"}],
+        "rsum_kr": [{"bound": "bennett"}],
+        "rsum_rm": [{"bound": "bennett"}],
+    })
 
     @classmethod
     def quick(cls, outdir: Path | str = Path("results/survey")) -> "SurveyConfig":
         eps = [0.1, 0.3, 0.5, 0.7, 0.9]
         return cls(mode="quick", outdir=Path(outdir), reps=60, timing_max_messages=100_000,
-                   pipeline_max_messages=1_000_000, timing_repeats=2, point_budget_s=1.5, pipeline_reps=3,
+                   pipeline_max_messages=1_000_000, timing_repeats=2, point_budget_s=0.6, min_reps=8,
+                   pipeline_reps=3,
                    figures=_figures(eps, [10**4, 10**5, 10**6], [0.1, 0.5, 0.9], [16, 128, 1024],
                                     [10**4, 10**5, 10**6], [10**4, 10**5, 10**6]))
 
@@ -160,7 +170,8 @@ class SurveyConfig:
         eps = [round(0.1 * i, 1) for i in range(1, 10)]
         qs = [round(0.1 * i, 1) for i in range(1, 10)]
         return cls(mode="full", outdir=Path(outdir), reps=200, timing_max_messages=1_000_000,
-                   pipeline_max_messages=10_000_000, timing_repeats=3, point_budget_s=6.0, pipeline_reps=5,
+                   pipeline_max_messages=10_000_000, timing_repeats=3, point_budget_s=3.0, min_reps=20,
+                   pipeline_reps=5,
                    figures=_figures(eps, [10**4, 10**5, 10**6, 10**7], qs, [2**k for k in range(4, 13)],
                                     [10**4, 10**5, 10**6], [10**4, 10**5, 10**6, 10**7]))
 
@@ -172,11 +183,11 @@ class SurveyConfig:
         if name in ("cnt_2m", "cnt_bn"):
             p.update(ones_fraction=q)
         if name == "murs":
-            p.update(fake_fraction=self.murs_fake_fraction, n_fake=max(1, int(round(self.murs_fake_fraction * n))))
+            p.update(n_fake=max(1, int(round(self.murs_fake_fraction * n))))
         if name in ("rsum_rr", "rsum_kr", "rsum_dsg"):
             p.update(precision=self.sum_precision)
         if name == "rsum_rm":
-            p.update(messages=self.rsum_rm_messages, m=self.rsum_rm_messages)
+            p.update(messages=self.rsum_rm_messages)
         p.update(self.extra_params.get(name, {}))
         return p
 
@@ -271,6 +282,10 @@ def _memoize_privacy(proto: Protocol) -> None:
 
 
 # ------------------------------------------------------------------------------------ measuring
+def _kw(d: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in d.items())
+
+
 def _safe(fn: Callable[[], Any], default: Any = float("nan")) -> Any:
     try:
         return fn()
@@ -366,12 +381,24 @@ def measure_point(name: str, problem: str, epsilon: float, n: int, values: np.nd
     row: dict[str, Any] = {k: float("nan") for k in ROW_FIELDS}
     row.update(method=name, label=LABELS.get(name, name), problem=problem, epsilon=epsilon, delta=cfg.delta,
                n=n, q=q, d=d, status="ok", reason="", rmse_how="", analyzer_how="", model="", reps=0)
-    reasons = []
-    try:
-        proto, dropped = build_protocol(name, epsilon, cfg.delta, n, cfg.params_for(name, problem, d, n, q),
-                                        factory=factory, cls=cls)
-    except SkipPoint as e:
-        row.update(status="skipped", reason=str(e), point_s=time.perf_counter() - t_start)
+    reasons: list[str] = []
+    base = cfg.params_for(name, problem, d, n, q)
+    first_error = None
+    proto = None
+    for alt in [{}] + list(cfg.fallback_params.get(name, [])):
+        try:
+            proto, dropped = build_protocol(name, epsilon, cfg.delta, n, {**base, **alt}, factory=factory, cls=cls)
+        except SkipPoint as e:
+            first_error = first_error or str(e)
+            continue
+        if alt:
+            reasons.append(f"built with {_kw(alt)} because the default refused: {first_error}")
+        row["params"] = _kw({k: v for k, v in {**base, **alt}.items() if k not in dropped})
+        break
+    if proto is None:
+        alts = cfg.fallback_params.get(name, [])
+        tail = f" (also refused with {'; '.join(_kw(a) for a in alts)})" if alts else ""
+        row.update(status="skipped", reason=f"{first_error}{tail}", point_s=time.perf_counter() - t_start)
         return row
     row["model"] = proto.model
     st = _safe(lambda: proto.privacy(n), None)
