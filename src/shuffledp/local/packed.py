@@ -53,10 +53,9 @@ MAX_DIGITS = 64
 _FULL_DIGITS = 8
 #: Compact the undecided words again every this many digits.
 _COMPACT_EVERY = 2
-#: Words per block of the sampler (keeps temporaries ~1 MB, cache friendly).
-_BLOCK_WORDS = 1 << 17
+#: Words per block of the sampler (temporaries of 512 KB, cache friendly).
+_BLOCK_WORDS = 1 << 16
 
-_ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 _M1 = np.uint64(0x1111111111111111)
 _M4 = np.uint64(0x0F0F0F0F0F0F0F0F)
 _POP8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
@@ -82,22 +81,29 @@ def dyadic_digits(q: float, max_digits: int = MAX_DIGITS) -> list[int]:
 
 def _lazy_words(n_words: int, digits: list[int], bitgen: np.random.BitGenerator,
                 out: np.ndarray) -> None:
-    """Fill ``out`` (``n_words`` uint64) with independent Bernoulli(0.digits) bits, in place."""
+    """Fill ``out`` (``n_words`` uint64) with independent Bernoulli(0.digits) bits, in place.
+
+    Invariant: ``r`` (decided ones) and ``u`` (undecided) are disjoint bit sets, so for a digit
+    ``b = 1`` the update ``r |= u & ~w; u &= w`` equals ``v = u & w; r ^= u ^ v; u = v``.
+    """
     r = out
-    r[...] = 0
-    u = np.full(n_words, _ALL, dtype=np.uint64)  # undecided bits
-    t = np.empty(n_words, dtype=np.uint64)
     head, tail = digits[:_FULL_DIGITS], digits[_FULL_DIGITS:]
-    for b in head:
+    w = bitgen.random_raw(n_words).astype(np.uint64, copy=False)
+    if head[0]:  # U < 1/2 decides 1; the rest stay undecided
+        np.invert(w, out=r)
+        u = w
+    else:  # U >= 1/2 decides 0
+        r[...] = 0
+        u = np.invert(w, out=w)
+    for b in head[1:]:
         w = bitgen.random_raw(n_words).astype(np.uint64, copy=False)
-        if b:  # undecided bits with u_i = 0 < b_i = 1 become 1
-            np.invert(w, out=t)
-            np.bitwise_and(t, u, out=t)
-            np.bitwise_or(r, t, out=r)
-            np.bitwise_and(u, w, out=u)
-        else:  # undecided bits with u_i = 1 > b_i = 0 become 0
-            np.invert(w, out=w)
-            np.bitwise_and(u, w, out=u)
+        np.bitwise_and(w, u, out=w)  # still undecided after this digit if b = 1 ...
+        if b:  # ... and u & ~w = u ^ (u & w) are decided 1
+            np.bitwise_xor(r, u, out=r)
+            np.bitwise_xor(r, w, out=r)
+            u = w
+        else:  # undecided bits with u_i = 1 > b_i = 0 become 0: u &= ~w
+            np.bitwise_xor(u, w, out=u)
     if not tail:
         return
     idx = np.flatnonzero(u)
