@@ -35,8 +35,14 @@ class _ListBitGen:
 
 
 class _FakeRng:
+    """Not a known 64-bit raw generator, so the sampler draws words through ``integers``."""
+
     def __init__(self, words):
         self.bit_generator = _ListBitGen(words)
+
+    def integers(self, low, high, size, dtype, endpoint):
+        assert (low, high, dtype, endpoint) == (0, 2**64 - 1, np.uint64, True)
+        return self.bit_generator.random_raw(size)
 
 
 @pytest.mark.parametrize("q", [Fraction(1, 2), Fraction(1, 4), Fraction(3, 8), Fraction(5, 16), Fraction(13, 32),
@@ -72,6 +78,16 @@ def test_lazy_sampler_rate_and_independence(q, n_bits, rng):
     for j in {0, 7, n_bits - 2}:  # neighbouring bits (inside a byte, across bytes/words)
         prod = (bits[:, j] * bits[:, j + 1]).mean()
         assert abs(prod - q * q) < mean_z_bound(1e-5) * np.sqrt(q * q * (1 - q * q) / n)
+
+
+@pytest.mark.parametrize("bitgen", [np.random.MT19937, np.random.Philox, np.random.SFC64])
+def test_lazy_sampler_any_bit_generator(bitgen):
+    """MT19937's random_raw is 32 bits wide: words must come from integers() there (all 64 bits fair)."""
+    q = 0.3125
+    g = np.random.Generator(bitgen(11))
+    bits = unpack_rows(bernoulli_packed_lazy(4000, 128, q, g), 128).astype(np.float64)
+    zc = (bits.mean(axis=0) - q) / np.sqrt(q * (1 - q) / bits.shape[0])
+    assert np.abs(zc).max() < mean_z_bound(1e-4 / 128)
 
 
 def test_lazy_sampler_joint_law_chisquare(rng):

@@ -43,6 +43,7 @@ __all__ = [
     "packed_column_sums_swar",
     "pack_rows",
     "popcount_rows",
+    "random_words",
     "MAX_DIGITS",
 ]
 
@@ -53,10 +54,9 @@ MAX_DIGITS = 64
 _FULL_DIGITS = 8
 #: Compact the undecided words again every this many digits.
 _COMPACT_EVERY = 2
-#: Words per block of the sampler (keeps temporaries ~1 MB, cache friendly).
-_BLOCK_WORDS = 1 << 17
+#: Words per block of the sampler (temporaries of 512 KB, cache friendly).
+_BLOCK_WORDS = 1 << 16
 
-_ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 _M1 = np.uint64(0x1111111111111111)
 _M4 = np.uint64(0x0F0F0F0F0F0F0F0F)
 _POP8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
@@ -80,24 +80,46 @@ def dyadic_digits(q: float, max_digits: int = MAX_DIGITS) -> list[int]:
     return [(m >> (k - 1 - i)) & 1 for i in range(k)]
 
 
-def _lazy_words(n_words: int, digits: list[int], bitgen: np.random.BitGenerator,
-                out: np.ndarray) -> None:
-    """Fill ``out`` (``n_words`` uint64) with independent Bernoulli(0.digits) bits, in place."""
+#: Bit generators whose ``random_raw`` returns full 64-bit words (MT19937's returns 32-bit values).
+_RAW64 = (np.random.PCG64, np.random.PCG64DXSM, np.random.SFC64, np.random.Philox)
+
+
+def random_words(rng: np.random.Generator):
+    """A function ``size -> uint64 array`` of independent uniform 64-bit words drawn from ``rng``.
+
+    Uses the bit generator's raw output where it is 64 bits wide (fastest), otherwise
+    ``rng.integers`` over the full uint64 range (any bit generator, e.g. MT19937).
+    """
+    bitgen = rng.bit_generator
+    if type(bitgen) in _RAW64:
+        return bitgen.random_raw
+    return lambda size: rng.integers(0, 0xFFFFFFFFFFFFFFFF, size=size, dtype=np.uint64, endpoint=True)
+
+
+def _lazy_words(n_words: int, digits: list[int], draw, out: np.ndarray) -> None:
+    """Fill ``out`` (``n_words`` uint64) with independent Bernoulli(0.digits) bits, in place.
+
+    Invariant: ``r`` (decided ones) and ``u`` (undecided) are disjoint bit sets, so for a digit
+    ``b = 1`` the update ``r |= u & ~w; u &= w`` equals ``v = u & w; r ^= u ^ v; u = v``.
+    """
     r = out
-    r[...] = 0
-    u = np.full(n_words, _ALL, dtype=np.uint64)  # undecided bits
-    t = np.empty(n_words, dtype=np.uint64)
     head, tail = digits[:_FULL_DIGITS], digits[_FULL_DIGITS:]
-    for b in head:
-        w = bitgen.random_raw(n_words).astype(np.uint64, copy=False)
-        if b:  # undecided bits with u_i = 0 < b_i = 1 become 1
-            np.invert(w, out=t)
-            np.bitwise_and(t, u, out=t)
-            np.bitwise_or(r, t, out=r)
-            np.bitwise_and(u, w, out=u)
-        else:  # undecided bits with u_i = 1 > b_i = 0 become 0
-            np.invert(w, out=w)
-            np.bitwise_and(u, w, out=u)
+    w = draw(n_words)
+    if head[0]:  # U < 1/2 decides 1; the rest stay undecided
+        np.invert(w, out=r)
+        u = w
+    else:  # U >= 1/2 decides 0
+        r[...] = 0
+        u = np.invert(w, out=w)
+    for b in head[1:]:
+        w = draw(n_words)
+        np.bitwise_and(w, u, out=w)  # still undecided after this digit if b = 1 ...
+        if b:  # ... and u & ~w = u ^ (u & w) are decided 1
+            np.bitwise_xor(r, u, out=r)
+            np.bitwise_xor(r, w, out=r)
+            u = w
+        else:  # undecided bits with u_i = 1 > b_i = 0 become 0: u &= ~w
+            np.bitwise_xor(u, w, out=u)
     if not tail:
         return
     idx = np.flatnonzero(u)
@@ -111,7 +133,7 @@ def _lazy_words(n_words: int, digits: list[int], bitgen: np.random.BitGenerator,
             rs = np.zeros_like(us)
         if idx.size == 0:
             return
-        w = bitgen.random_raw(idx.size).astype(np.uint64, copy=False)
+        w = draw(idx.size)
         if b:
             rs |= us & ~w
             us &= w
@@ -143,19 +165,19 @@ def bernoulli_packed_lazy(n_rows: int, n_bits: int, q: float, rng: np.random.Gen
         digits = dyadic_digits(q)
         n_words_row = (n_bits + 63) // 64
         direct = n_bytes == n_words_row * 8 and out.flags.c_contiguous and np.little_endian
-        bitgen = rng.bit_generator
+        draw = random_words(rng)
         rows_per = max(1, _BLOCK_WORDS // n_words_row)
         if direct:
             flat = out.reshape(-1).view(np.uint64)
             for lo in range(0, n_rows, rows_per):  # blocks of rows (bounded temporaries)
                 hi = min(n_rows, lo + rows_per)
-                _lazy_words((hi - lo) * n_words_row, digits, bitgen, flat[lo * n_words_row:hi * n_words_row])
+                _lazy_words((hi - lo) * n_words_row, digits, draw, flat[lo * n_words_row:hi * n_words_row])
         else:
             buf = np.empty(rows_per * n_words_row, dtype=np.uint64)
             for lo in range(0, n_rows, rows_per):  # blocks of rows (bounded temporaries)
                 hi = min(n_rows, lo + rows_per)
                 nw = (hi - lo) * n_words_row
-                _lazy_words(nw, digits, bitgen, buf[:nw])
+                _lazy_words(nw, digits, draw, buf[:nw])
                 words = buf[:nw].byteswap() if not np.little_endian else buf[:nw]  # pragma: no branch
                 out[lo:hi] = words.view(np.uint8).reshape(hi - lo, n_words_row * 8)[:, :n_bytes]
     rem = n_bits % 8

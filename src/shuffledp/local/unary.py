@@ -81,7 +81,7 @@ class UnaryEncoding(FrequencyOracle):
     Source: Wang, Blocki, Li, Jha, "Locally differentially private protocols for frequency
     estimation", USENIX Security 2017 (UE, SUE, OUE); Erlingsson, Pihur, Korolova, "RAPPOR",
     CCS 2014 (basic one-time RAPPOR = SUE).
-    Cost: O(n d / 64) random words (about 7.4 per 64 bits) to encode, O(n d / 8) byte operations
+    Cost: O(n d / 64) random words (about 8.6 per 64 bits, see :mod:`.packed`) to encode, O(n d / 8) byte operations
     to aggregate; reports take ``d`` bits per user.
 
     Parameters
@@ -126,7 +126,8 @@ class UnaryEncoding(FrequencyOracle):
         self.p = float(p)
         self.q = float(q)
         ratio = (p * (1 - q)) / (q * (1 - p))
-        self.effective_epsilon = min(self.epsilon, round_up(math.log(ratio.numerator) - math.log(ratio.denominator)))
+        # ln R = log1p(R - 1) with R - 1 exact: no cancellation for small eps; round outward.
+        self.effective_epsilon = min(self.epsilon, round_up(math.log1p(float(ratio - 1))))
         self.n_bytes = (self.d + 7) // 8
 
     # --- parameters -------------------------------------------------------------------
