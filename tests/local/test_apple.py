@@ -10,7 +10,7 @@ from scipy import stats
 from shuffledp.core import ValidationError
 from shuffledp.local import concat_reports, frequency_oracle, n_reports
 from shuffledp.local.apple import (CountMeanSketch, HadamardCountMeanSketch, TabulationHashFamily,
-                                   grouped_bit_sums)
+                                   grouped_bit_sums, lazy_bernoulli_packed)
 from shuffledp.local.bits import unpack_rows
 from shuffledp.local.verify import sweep_reports, worst_case_log_ratio
 from tests.conftest import mean_z_bound, variance_ratio_band
@@ -89,6 +89,31 @@ def test_grouped_bit_sums(n, nbits, groups, chunk, rng):
     want = np.zeros((groups, nbits), dtype=np.int64)
     np.add.at(want, g, unpack_rows(bits, nbits).astype(np.int64))
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("q,nbits", [(0.11920547485351562, 256), (0.3775482177734375, 100), (0.625, 13),
+                                     (3 * 2**-20, 64), (0.5, 8), (0.0, 9), (1.0, 9)])
+def test_lazy_bernoulli_law(q, nbits, rng):
+    rows = 40_000
+    packed = lazy_bernoulli_packed(rows, nbits, q, rng)
+    assert packed.shape == (rows, (nbits + 7) // 8) and packed.dtype == np.uint8
+    if nbits % 8:
+        assert not np.any(packed[:, -1] >> np.uint8(nbits % 8))  # padding bits zero
+    b = unpack_rows(packed, nbits).astype(np.int64)
+    if q in (0.0, 1.0):
+        assert np.all(b == q)
+        return
+    N = b.size
+    assert abs(b.mean() - q) / math.sqrt(q * (1 - q) / N) < mean_z_bound()
+    # independence: non-overlapping bit pairs (within and across 64-bit words) follow q x q
+    pairs = (b[:, 0:nbits - 1:2] * 2 + b[:, 1:nbits:2]).ravel()
+    exp = np.array([(1 - q) ** 2, (1 - q) * q, q * (1 - q), q * q]) * pairs.size
+    if exp.min() > 20:
+        assert stats.chisquare(np.bincount(pairs, minlength=4), exp).pvalue > 1e-4
+    # every lane position has the right rate (normal approximation only where counts are large)
+    if rows * q * (1 - q) > 100:
+        z = (b.mean(axis=0) - q) / math.sqrt(q * (1 - q) / rows)
+        assert np.abs(z).max() < stats.norm.ppf(1 - 1e-4 / (2 * nbits))
 
 
 # --- privacy ---------------------------------------------------------------------------------
