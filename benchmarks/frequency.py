@@ -76,7 +76,7 @@ def run_case(mech_name: str, n: int, d: int, eps: float, chunk: int = 1 << 18) -
     est = mech.estimate(stat, n)
     t_est = time.perf_counter() - t0
     mse = float(np.mean((est.values - true) ** 2))
-    if hasattr(mech, "variances"):  # exact per-item variances (HR: an item's variance depends on its block's mass)
+    if hasattr(mech, "variances"):  # exact per-item variances for the true distribution (HR, CMS, HCMS)
         theory = float(np.mean(mech.variances(n, true)))
     else:
         theory = float(np.mean([mech.variance(n, f) for f in true]))
