@@ -309,3 +309,24 @@ def test_bad_message_contents():
     assert rm.aggregate({"level": np.array([1]), "y": np.array([9])}).tolist() == [0, 9]
     with pytest.raises(ValidationError):
         RSumDSG(EPS, DELTA, 10**4).aggregate({"share": np.array([2**40])})
+
+
+def test_rsum_rr_paper_thm54_calibration(rng):
+    """Cheu et al. Thm 5.4: r copies of the n-user bit-sum protocol at eps/sqrt(8 r ln(2/delta)),
+    delta/(2r), composed by advanced composition (accounting module)."""
+    from shuffledp.accounting import advanced_composition
+    from shuffledp.shuffle.counting import cheu_corollary47_epsilon
+
+    n = 10**6
+    p = RSumRR(EPS, DELTA, n, precision=10, accounting="cheu_thm54")
+    assert p.eps_bit == pytest.approx(EPS / math.sqrt(80 * math.log(2 / DELTA)))
+    assert cheu_corollary47_epsilon(p.flip * n, n, DELTA / 20) <= p.eps_bit * (1 + 1e-9)
+    st = p.privacy()
+    e_copy = cheu_corollary47_epsilon(p.flip * n, n, DELTA / 20)
+    assert st.eps == advanced_composition([e_copy] * 10, DELTA / 2) and st.eps <= EPS
+    assert st.delta == pytest.approx(DELTA)
+    # the paper's calibration is valid but noisier than the group-privacy default
+    assert p.variance() > RSumRR(EPS, DELTA, n, precision=10).variance()
+    x = _normal_data(n)
+    est = _sims(p, x, 300, rng)
+    assert abs(est.mean() - x.sum()) / math.sqrt(p.variance(values=x) / 300) < mean_z_bound()

@@ -31,7 +31,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy import stats
 
-from ..accounting.composition import basic_composition, group_privacy
+from ..accounting.composition import advanced_composition, basic_composition, group_privacy
 from ..accounting.shuffle import local_epsilon_for, shuffle_statement
 from ..central.distributed import SplitAndMix, split_and_mix_delta, split_and_mix_messages, split_and_mix_security_bits
 from ..central.distributions import simulate_polya
@@ -167,6 +167,11 @@ class RSumRR(_SumProtocol):
     user changes at most r virtual users, so group privacy gives
     (r eps_b, r e^{(r-1) eps_b} delta_b) <= (eps, delta). Each user's r bits together are
     (r ln(2/f - 1))-LDP.
+    ``accounting="cheu_thm54"`` is the paper's own calibration (Cheu et al. Thm 5.4, read in the
+    PDF): the r bit positions are r copies of the n-user bit-sum protocol, each at
+    (eps' = eps / sqrt(8 r ln(2/delta)), delta' = delta / (2 r)) with lambda from inverting
+    Cor. 4.7, composed by advanced composition (:func:`shuffledp.accounting.advanced_composition`
+    with delta/2 slack); it needs ~16 ln(2/delta) times more flips than the group-privacy default.
     Variance: ``n r (f/2)(1 - f/2) / ((1 - f) r)^2 + sum_i r_i (1 - r_i) / r^2``.
     Cost: r = ceil(eps sqrt(n)) by default (``precision``), r one-bit messages per user, O(n r)
     encode/aggregate; simulation: O(n) rounding + two binomials.
@@ -175,15 +180,18 @@ class RSumRR(_SumProtocol):
     name = "rsum_rr"
 
     def __init__(self, epsilon: float, delta: float, n: int, *, precision: int | None = None,
-                 accounting: Literal["cheu2019", "clones"] = "cheu2019") -> None:
+                 accounting: Literal["cheu2019", "clones", "cheu_thm54"] = "cheu2019") -> None:
         super().__init__(epsilon, delta, n)
         _need_delta(self.delta, self.name)
-        if accounting not in ("cheu2019", "clones"):
-            raise ValidationError(f"accounting must be 'cheu2019' or 'clones', got {accounting!r}",
+        if accounting not in ("cheu2019", "clones", "cheu_thm54"):
+            raise ValidationError(f"accounting must be 'cheu2019', 'clones' or 'cheu_thm54', got {accounting!r}",
                                   parameter="accounting")
         self.accounting = accounting
         self.r = (max(1, math.ceil(self.epsilon * math.sqrt(self.n))) if precision is None
                   else check_positive_int(precision, "precision"))
+        if accounting == "cheu_thm54":
+            self._init_thm54()
+            return
         self.eps_bit = self.epsilon / self.r
         self.delta_bit = self.delta / (self.r * math.exp(self.epsilon))
         opts: dict[str, Any] = {"randomizer": "binary_rr"} if accounting == "clones" else {}
@@ -196,6 +204,21 @@ class RSumRR(_SumProtocol):
                                    "smaller precision or accounting='clones'", parameter="epsilon") from exc
         self.flip = 2.0 / (math.exp(e0) + 1.0)
         self.eps_l_bit = e0
+        self.randomizer = _UnaryRRRandomizer(self.r, self.flip)
+
+    def _init_thm54(self) -> None:
+        from .counting import CntRR
+
+        r, eps, dlt = self.r, self.epsilon, self.delta
+        self.eps_bit = eps / math.sqrt(8.0 * r * math.log(2.0 / dlt))
+        self.delta_bit = dlt / (2.0 * r)
+        if self.eps_bit >= 1.0:
+            raise OutOfDomainError("rsum_rr (Cheu Thm 5.4) needs eps / sqrt(8 r ln(2/delta)) < 1", parameter="epsilon")
+        lam = CntRR._invert_corollary47(self.eps_bit, self.delta_bit, self.n)
+        if not lam < self.n:
+            raise OutOfDomainError("rsum_rr (Cheu Thm 5.4): lambda reaches n", parameter="n")
+        self.flip = lam / self.n
+        self.eps_l_bit = math.log(2.0 / self.flip - 1.0)
         self.randomizer = _UnaryRRRandomizer(self.r, self.flip)
 
     def encode(self, values: Any, rng: np.random.Generator) -> Messages:
@@ -230,6 +253,19 @@ class RSumRR(_SumProtocol):
         return np.array([rng.binomial(T, 1.0 - f / 2.0) + rng.binomial(N - T, f / 2.0)], dtype=np.int64)
 
     def _privacy(self, n: int) -> PrivacyStatement:
+        if self.accounting == "cheu_thm54":
+            from .counting import cheu_corollary47_epsilon
+
+            try:
+                e_copy = cheu_corollary47_epsilon(self.flip * n, n, self.delta_bit)
+            except OutOfDomainError:
+                return PrivacyStatement(self.randomizer.epsilon, 0.0, "shuffle",
+                                        note=f"rsum_rr: Cheu Cor. 4.7 out of domain at n={n}; local eps only")
+            eps = advanced_composition([e_copy] * self.r, self.delta / 2.0)
+            return PrivacyStatement(min(eps, self.randomizer.epsilon), min(self.r * self.delta_bit + self.delta / 2.0,
+                                                                         0.999999), "shuffle",
+                                    note=f"rsum_rr: Cheu Thm 5.4, advanced composition of r={self.r} bit-sum copies "
+                                         f"(Cor. 4.7 eps {e_copy:.4g} each)")
         opts: dict[str, Any] = {"randomizer": "binary_rr"} if self.accounting == "clones" else {}
         try:
             per_bit = shuffle_statement(self.eps_l_bit, n * self.r, self.delta_bit, self.accounting, **opts)  # type: ignore[arg-type]
