@@ -162,16 +162,20 @@ class RSumRR(_SumProtocol):
     ``S = (sum of all bits - f n r / 2) / ((1 - f) r)`` (unbiased).
 
     Privacy ([DERIVED], spec §4.1): the n r bits are shuffled binary RR of N = n r virtual users;
-    each bit-count is (eps/r, delta_b)-DP with delta_b = delta / (r e^eps) by the accounting
-    module's bound (``accounting="cheu2019"``, the survey's Thm 3, default; or ``"clones"``), and a
-    user changes at most r virtual users, so group privacy gives
-    (r eps_b, r e^{(r-1) eps_b} delta_b) <= (eps, delta). Each user's r bits together are
-    (r ln(2/f - 1))-LDP.
-    ``accounting="cheu_thm54"`` is the paper's own calibration (Cheu et al. Thm 5.4, read in the
-    PDF): the r bit positions are r copies of the n-user bit-sum protocol, each at
-    (eps' = eps / sqrt(8 r ln(2/delta)), delta' = delta / (2 r)) with lambda from inverting
-    Cor. 4.7, composed by advanced composition (:func:`shuffledp.accounting.advanced_composition`
-    with delta/2 slack); it needs ~16 ln(2/delta) times more flips than the group-privacy default.
+    each bit-count is made (eps/r, delta_b)-DP with delta_b = delta / (r e^eps), and a user changes
+    at most r virtual users, so group privacy (:func:`shuffledp.accounting.group_privacy`) gives
+    (r eps_b, r e^{(r-1) eps_b} delta_b) <= (eps, delta). The per-bit bound (``accounting``):
+
+    - ``"cheu_cor47"`` (default): Cheu et al.'s own Corollary 4.7 (read in the paper), lambda
+      inverted numerically over the N virtual users;
+    - ``"cheu2019"``: the accounting module's survey Thm 3 form sqrt(32 ln(4/delta)/(flip N))
+      (the spec's calibration; more noise at large r; see the doc for why it is not Cor. 4.7);
+    - ``"clones"``: the accounting module's numeric clone bound for binary RR (least noise);
+    - ``"cheu_thm54"``: the paper's Thm 5.4 instead of group privacy: the r bit positions are r
+      copies of the n-user bit-sum protocol at (eps / sqrt(8 r ln(2/delta)), delta / (2 r)), lambda
+      from Cor. 4.7, combined by advanced composition (accounting module) with delta/2 slack.
+
+    Each user's r bits together are (r ln(2/f - 1))-LDP.
     Variance: ``n r (f/2)(1 - f/2) / ((1 - f) r)^2 + sum_i r_i (1 - r_i) / r^2``.
     Cost: r = ceil(eps sqrt(n)) by default (``precision``), r one-bit messages per user, O(n r)
     encode/aggregate; simulation: O(n) rounding + two binomials.
@@ -180,12 +184,12 @@ class RSumRR(_SumProtocol):
     name = "rsum_rr"
 
     def __init__(self, epsilon: float, delta: float, n: int, *, precision: int | None = None,
-                 accounting: Literal["cheu2019", "clones", "cheu_thm54"] = "cheu2019") -> None:
+                 accounting: Literal["cheu_cor47", "cheu2019", "clones", "cheu_thm54"] = "cheu_cor47") -> None:
         super().__init__(epsilon, delta, n)
         _need_delta(self.delta, self.name)
-        if accounting not in ("cheu2019", "clones", "cheu_thm54"):
-            raise ValidationError(f"accounting must be 'cheu2019', 'clones' or 'cheu_thm54', got {accounting!r}",
-                                  parameter="accounting")
+        if accounting not in ("cheu_cor47", "cheu2019", "clones", "cheu_thm54"):
+            raise ValidationError("accounting must be 'cheu_cor47', 'cheu2019', 'clones' or 'cheu_thm54', "
+                                  f"got {accounting!r}", parameter="accounting")
         self.accounting = accounting
         self.r = (max(1, math.ceil(self.epsilon * math.sqrt(self.n))) if precision is None
                   else check_positive_int(precision, "precision"))
@@ -196,6 +200,22 @@ class RSumRR(_SumProtocol):
         self.delta_bit = self.delta / (self.r * math.exp(self.epsilon))
         opts: dict[str, Any] = {"randomizer": "binary_rr"} if accounting == "clones" else {}
         N = self.n * self.r
+        if accounting == "cheu_cor47":
+            from .counting import CntRR
+
+            try:
+                lam = CntRR._invert_corollary47(self.eps_bit, self.delta_bit, N)
+            except OutOfDomainError as exc:
+                raise OutOfDomainError(f"rsum_rr: Cheu Cor. 4.7 over n*r = {N} virtual users cannot reach eps/r = "
+                                       f"{self.eps_bit:.4g} at delta_b = {self.delta_bit:.3g} ({exc})",
+                                       parameter="epsilon") from exc
+            self.flip = lam / N
+            if not self.flip < 1.0:
+                raise OutOfDomainError("rsum_rr: Cheu Cor. 4.7 needs every bit randomized (flip >= 1); use a larger "
+                                       "n or a smaller precision", parameter="n")
+            self.eps_l_bit = math.log(2.0 / self.flip - 1.0)
+            self.randomizer = _UnaryRRRandomizer(self.r, self.flip)
+            return
         try:
             e0 = local_epsilon_for(self.eps_bit, N, self.delta_bit, accounting, **opts)  # type: ignore[arg-type]
         except OutOfDomainError as exc:
@@ -268,7 +288,15 @@ class RSumRR(_SumProtocol):
                                          f"(Cor. 4.7 eps {e_copy:.4g} each)")
         opts: dict[str, Any] = {"randomizer": "binary_rr"} if self.accounting == "clones" else {}
         try:
-            per_bit = shuffle_statement(self.eps_l_bit, n * self.r, self.delta_bit, self.accounting, **opts)  # type: ignore[arg-type]
+            if self.accounting == "cheu_cor47":
+                from .counting import cheu_corollary47_epsilon
+
+                N = n * self.r
+                e_bit = cheu_corollary47_epsilon(self.flip * N, N, self.delta_bit)
+                per_bit = PrivacyStatement(e_bit, self.delta_bit, "shuffle",
+                                           note=f"Cheu Cor. 4.7 over n*r = {N} virtual users")
+            else:
+                per_bit = shuffle_statement(self.eps_l_bit, n * self.r, self.delta_bit, self.accounting, **opts)  # type: ignore[arg-type]
         except OutOfDomainError:
             return PrivacyStatement(self.randomizer.epsilon, 0.0, "shuffle",
                                     note=f"rsum_rr: {self.accounting} out of domain at n={n}; local eps only")
