@@ -80,11 +80,29 @@ def test_rsum_dsg_worked_example():
 
 
 def test_rsum_rr_worked_example():
-    p = protocol("rsum_rr", epsilon=1.0, delta=1e-6, n=10**6)
+    """The spec's calibration (survey Thm 3 form over n r virtual users)."""
+    p = protocol("rsum_rr", epsilon=1.0, delta=1e-6, n=10**6, accounting="cheu2019")
     assert p.r == 1000 and p.flip == pytest.approx(0.7395, abs=1e-4)
     assert p.variance() == pytest.approx(3434, abs=1)
     with pytest.raises(OutOfDomainError, match="virtual users"):
-        protocol("rsum_rr", epsilon=1.0, delta=1e-6, n=10**5)
+        protocol("rsum_rr", epsilon=1.0, delta=1e-6, n=10**5, accounting="cheu2019")
+
+
+def test_rsum_rr_default_uses_cheu_corollary47():
+    from shuffledp.shuffle.counting import cheu_corollary47_epsilon
+
+    n = 10**6
+    p = protocol("rsum_rr", epsilon=EPS, delta=DELTA, n=n)
+    assert p.accounting == "cheu_cor47" and p.r == 900
+    N = n * p.r
+    e_bit = cheu_corollary47_epsilon(p.flip * N, N, p.delta_bit)
+    assert e_bit == pytest.approx(EPS / p.r, rel=1e-9)
+    st = p.privacy()
+    g = group_privacy((e_bit, p.delta_bit), p.r)
+    assert (st.eps, st.delta) == (g.eps, g.delta)
+    assert st.eps <= EPS * (1 + 1e-9) and st.delta <= DELTA
+    # less noise than the survey-form calibration at r = 900
+    assert p.variance() < RSumRR(EPS, DELTA, n, accounting="cheu2019").variance()
 
 
 # ----------------------------------------------------------------------------- privacy
@@ -144,7 +162,7 @@ def test_privacy_equals_accounting():
     assert (rm.privacy().eps, rm.privacy().delta) == basic_composition([(s.eps, s.delta) for s in parts])
     assert rm.privacy().eps == pytest.approx(EPS, rel=1e-9) and rm.privacy().delta <= DELTA * (1 + 1e-12)
 
-    rr = protocol("rsum_rr", epsilon=EPS, delta=DELTA, n=n)
+    rr = protocol("rsum_rr", epsilon=EPS, delta=DELTA, n=n, accounting="cheu2019")
     g = group_privacy(shuffle_statement(rr.eps_l_bit, n * rr.r, rr.delta_bit, "cheu2019"), rr.r)
     assert (rr.privacy().eps, rr.privacy().delta) == (g.eps, g.delta)
     assert rr.privacy().eps <= EPS * (1 + 1e-9) and rr.privacy().delta <= DELTA
@@ -155,7 +173,7 @@ def test_privacy_equals_accounting():
 
 
 def test_rsum_rr_clones_accounting_is_tighter():
-    a = RSumRR(EPS, DELTA, 10**6, precision=10)
+    a = RSumRR(EPS, DELTA, 10**6, precision=10, accounting="cheu2019")
     b = RSumRR(EPS, DELTA, 10**6, precision=10, accounting="clones")
     assert b.flip < a.flip and b.variance() < a.variance()
     assert b.privacy().eps <= EPS * (1 + 1e-9)
@@ -309,3 +327,25 @@ def test_bad_message_contents():
     assert rm.aggregate({"level": np.array([1]), "y": np.array([9])}).tolist() == [0, 9]
     with pytest.raises(ValidationError):
         RSumDSG(EPS, DELTA, 10**4).aggregate({"share": np.array([2**40])})
+
+
+def test_rsum_rr_paper_thm54_calibration(rng):
+    """Cheu et al. Thm 5.4: r copies of the n-user bit-sum protocol at eps/sqrt(8 r ln(2/delta)),
+    delta/(2r), composed by advanced composition (accounting module)."""
+    from shuffledp.accounting import advanced_composition
+    from shuffledp.shuffle.counting import cheu_corollary47_epsilon
+
+    n = 10**6
+    p = RSumRR(EPS, DELTA, n, precision=10, accounting="cheu_thm54")
+    assert p.eps_bit == pytest.approx(EPS / math.sqrt(80 * math.log(2 / DELTA)))
+    assert cheu_corollary47_epsilon(p.flip * n, n, DELTA / 20) <= p.eps_bit * (1 + 1e-9)
+    st = p.privacy()
+    e_copy = cheu_corollary47_epsilon(p.flip * n, n, DELTA / 20)
+    assert st.eps == advanced_composition([e_copy] * 10, DELTA / 2) and st.eps <= EPS
+    assert st.delta == pytest.approx(DELTA)
+    # the paper's calibration is valid but noisier than the group-privacy default
+    assert p.variance() > RSumRR(EPS, DELTA, n, precision=10).variance()
+    assert p.variance() > RSumRR(EPS, DELTA, n, precision=10, accounting="cheu2019").variance()
+    x = _normal_data(n)
+    est = _sims(p, x, 100, rng)
+    assert abs(est.mean() - x.sum()) / math.sqrt(p.variance(values=x) / 100) < mean_z_bound()

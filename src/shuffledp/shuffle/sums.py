@@ -31,7 +31,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy import stats
 
-from ..accounting.composition import basic_composition, group_privacy
+from ..accounting.composition import advanced_composition, basic_composition, group_privacy
 from ..accounting.shuffle import local_epsilon_for, shuffle_statement
 from ..central.distributed import SplitAndMix, split_and_mix_delta, split_and_mix_messages, split_and_mix_security_bits
 from ..central.distributions import simulate_polya
@@ -162,11 +162,20 @@ class RSumRR(_SumProtocol):
     ``S = (sum of all bits - f n r / 2) / ((1 - f) r)`` (unbiased).
 
     Privacy ([DERIVED], spec §4.1): the n r bits are shuffled binary RR of N = n r virtual users;
-    each bit-count is (eps/r, delta_b)-DP with delta_b = delta / (r e^eps) by the accounting
-    module's bound (``accounting="cheu2019"``, the survey's Thm 3, default; or ``"clones"``), and a
-    user changes at most r virtual users, so group privacy gives
-    (r eps_b, r e^{(r-1) eps_b} delta_b) <= (eps, delta). Each user's r bits together are
-    (r ln(2/f - 1))-LDP.
+    each bit-count is made (eps/r, delta_b)-DP with delta_b = delta / (r e^eps), and a user changes
+    at most r virtual users, so group privacy (:func:`shuffledp.accounting.group_privacy`) gives
+    (r eps_b, r e^{(r-1) eps_b} delta_b) <= (eps, delta). The per-bit bound (``accounting``):
+
+    - ``"cheu_cor47"`` (default): Cheu et al.'s own Corollary 4.7 (read in the paper), lambda
+      inverted numerically over the N virtual users;
+    - ``"cheu2019"``: the accounting module's survey Thm 3 form sqrt(32 ln(4/delta)/(flip N))
+      (the spec's calibration; more noise at large r; see the doc for why it is not Cor. 4.7);
+    - ``"clones"``: the accounting module's numeric clone bound for binary RR (least noise);
+    - ``"cheu_thm54"``: the paper's Thm 5.4 instead of group privacy: the r bit positions are r
+      copies of the n-user bit-sum protocol at (eps / sqrt(8 r ln(2/delta)), delta / (2 r)), lambda
+      from Cor. 4.7, combined by advanced composition (accounting module) with delta/2 slack.
+
+    Each user's r bits together are (r ln(2/f - 1))-LDP.
     Variance: ``n r (f/2)(1 - f/2) / ((1 - f) r)^2 + sum_i r_i (1 - r_i) / r^2``.
     Cost: r = ceil(eps sqrt(n)) by default (``precision``), r one-bit messages per user, O(n r)
     encode/aggregate; simulation: O(n) rounding + two binomials.
@@ -175,19 +184,38 @@ class RSumRR(_SumProtocol):
     name = "rsum_rr"
 
     def __init__(self, epsilon: float, delta: float, n: int, *, precision: int | None = None,
-                 accounting: Literal["cheu2019", "clones"] = "cheu2019") -> None:
+                 accounting: Literal["cheu_cor47", "cheu2019", "clones", "cheu_thm54"] = "cheu_cor47") -> None:
         super().__init__(epsilon, delta, n)
         _need_delta(self.delta, self.name)
-        if accounting not in ("cheu2019", "clones"):
-            raise ValidationError(f"accounting must be 'cheu2019' or 'clones', got {accounting!r}",
-                                  parameter="accounting")
+        if accounting not in ("cheu_cor47", "cheu2019", "clones", "cheu_thm54"):
+            raise ValidationError("accounting must be 'cheu_cor47', 'cheu2019', 'clones' or 'cheu_thm54', "
+                                  f"got {accounting!r}", parameter="accounting")
         self.accounting = accounting
         self.r = (max(1, math.ceil(self.epsilon * math.sqrt(self.n))) if precision is None
                   else check_positive_int(precision, "precision"))
+        if accounting == "cheu_thm54":
+            self._init_thm54()
+            return
         self.eps_bit = self.epsilon / self.r
         self.delta_bit = self.delta / (self.r * math.exp(self.epsilon))
         opts: dict[str, Any] = {"randomizer": "binary_rr"} if accounting == "clones" else {}
         N = self.n * self.r
+        if accounting == "cheu_cor47":
+            from .counting import CntRR
+
+            try:
+                lam = CntRR._invert_corollary47(self.eps_bit, self.delta_bit, N)
+            except OutOfDomainError as exc:
+                raise OutOfDomainError(f"rsum_rr: Cheu Cor. 4.7 over n*r = {N} virtual users cannot reach eps/r = "
+                                       f"{self.eps_bit:.4g} at delta_b = {self.delta_bit:.3g} ({exc})",
+                                       parameter="epsilon") from exc
+            self.flip = lam / N
+            if not self.flip < 1.0:
+                raise OutOfDomainError("rsum_rr: Cheu Cor. 4.7 needs every bit randomized (flip >= 1); use a larger "
+                                       "n or a smaller precision", parameter="n")
+            self.eps_l_bit = math.log(2.0 / self.flip - 1.0)
+            self.randomizer = _UnaryRRRandomizer(self.r, self.flip)
+            return
         try:
             e0 = local_epsilon_for(self.eps_bit, N, self.delta_bit, accounting, **opts)  # type: ignore[arg-type]
         except OutOfDomainError as exc:
@@ -196,6 +224,21 @@ class RSumRR(_SumProtocol):
                                    "smaller precision or accounting='clones'", parameter="epsilon") from exc
         self.flip = 2.0 / (math.exp(e0) + 1.0)
         self.eps_l_bit = e0
+        self.randomizer = _UnaryRRRandomizer(self.r, self.flip)
+
+    def _init_thm54(self) -> None:
+        from .counting import CntRR
+
+        r, eps, dlt = self.r, self.epsilon, self.delta
+        self.eps_bit = eps / math.sqrt(8.0 * r * math.log(2.0 / dlt))
+        self.delta_bit = dlt / (2.0 * r)
+        if self.eps_bit >= 1.0:
+            raise OutOfDomainError("rsum_rr (Cheu Thm 5.4) needs eps / sqrt(8 r ln(2/delta)) < 1", parameter="epsilon")
+        lam = CntRR._invert_corollary47(self.eps_bit, self.delta_bit, self.n)
+        if not lam < self.n:
+            raise OutOfDomainError("rsum_rr (Cheu Thm 5.4): lambda reaches n", parameter="n")
+        self.flip = lam / self.n
+        self.eps_l_bit = math.log(2.0 / self.flip - 1.0)
         self.randomizer = _UnaryRRRandomizer(self.r, self.flip)
 
     def encode(self, values: Any, rng: np.random.Generator) -> Messages:
@@ -230,9 +273,30 @@ class RSumRR(_SumProtocol):
         return np.array([rng.binomial(T, 1.0 - f / 2.0) + rng.binomial(N - T, f / 2.0)], dtype=np.int64)
 
     def _privacy(self, n: int) -> PrivacyStatement:
+        if self.accounting == "cheu_thm54":
+            from .counting import cheu_corollary47_epsilon
+
+            try:
+                e_copy = cheu_corollary47_epsilon(self.flip * n, n, self.delta_bit)
+            except OutOfDomainError:
+                return PrivacyStatement(self.randomizer.epsilon, 0.0, "shuffle",
+                                        note=f"rsum_rr: Cheu Cor. 4.7 out of domain at n={n}; local eps only")
+            eps = advanced_composition([e_copy] * self.r, self.delta / 2.0)
+            return PrivacyStatement(min(eps, self.randomizer.epsilon), min(self.r * self.delta_bit + self.delta / 2.0,
+                                                                         0.999999), "shuffle",
+                                    note=f"rsum_rr: Cheu Thm 5.4, advanced composition of r={self.r} bit-sum copies "
+                                         f"(Cor. 4.7 eps {e_copy:.4g} each)")
         opts: dict[str, Any] = {"randomizer": "binary_rr"} if self.accounting == "clones" else {}
         try:
-            per_bit = shuffle_statement(self.eps_l_bit, n * self.r, self.delta_bit, self.accounting, **opts)  # type: ignore[arg-type]
+            if self.accounting == "cheu_cor47":
+                from .counting import cheu_corollary47_epsilon
+
+                N = n * self.r
+                e_bit = cheu_corollary47_epsilon(self.flip * N, N, self.delta_bit)
+                per_bit = PrivacyStatement(e_bit, self.delta_bit, "shuffle",
+                                           note=f"Cheu Cor. 4.7 over n*r = {N} virtual users")
+            else:
+                per_bit = shuffle_statement(self.eps_l_bit, n * self.r, self.delta_bit, self.accounting, **opts)  # type: ignore[arg-type]
         except OutOfDomainError:
             return PrivacyStatement(self.randomizer.epsilon, 0.0, "shuffle",
                                     note=f"rsum_rr: {self.accounting} out of domain at n={n}; local eps only")
