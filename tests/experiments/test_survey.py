@@ -351,3 +351,13 @@ def test_fallback_parameters_when_default_refuses(rng):
     assert row["status"] == "skipped" and "also refused with mode=bogus_that_refuses" in row["reason"]
     row = measure_point("strict", "counting", 0.9, 1000, x, true_total("counting", x, 0), cfg, rng, **kw)
     assert row["status"] == "ok" and row["reason"] == "" and "mode" not in row["params"]
+
+
+def test_stopping_rule_after_budget():
+    from shuffledp.experiments.survey import _precise_enough
+
+    cfg = SurveyConfig(min_reps=10, target_rel_se=0.05)
+    assert not _precise_enough([1.0, 1.0], cfg)  # never fewer than 3
+    assert _precise_enough([1.0, 1.01, 0.99], cfg)  # averaged over many bins: precise
+    assert not _precise_enough([0.1, 3.0, 0.5, 2.0], cfg)  # one squared error per rep: noisy
+    assert _precise_enough([0.1, 3.0, 0.5, 2.0] * 3, cfg)  # min_reps reached
