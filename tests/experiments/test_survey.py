@@ -183,6 +183,7 @@ def test_tiny_survey_end_to_end(tmp_path):
     assert claims["8-err"]["verdict"] == "agree"  # every toy's flip falls with eps
     assert claims["9-ldp"]["verdict"] == "agree"  # the local toy's count error grows like sqrt(n)
     assert (cfg.outdir / "run.json").exists()
+    assert "| fig07a | Cnt_SGM has the smallest RMSE" in (cfg.outdir / "claims.md").read_text(encoding="utf-8")
 
 
 def test_verdicts_from_csv_equal_verdicts_from_rows(tmp_path):

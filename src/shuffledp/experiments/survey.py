@@ -662,7 +662,7 @@ def run_survey(cfg: SurveyConfig, console: Any = None, *, factory: Factory | Non
     ``factory(name, epsilon=, delta=, n=, **params)`` builds a protocol (default: the registry);
     ``classes`` maps names to classes for constructor-parameter filtering with a custom factory.
     """
-    from .survey_claims import evaluate_claims, write_claims_csv
+    from .survey_claims import claims_markdown, evaluate_claims, write_claims_csv
 
     cfg.outdir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -691,6 +691,7 @@ def run_survey(cfg: SurveyConfig, console: Any = None, *, factory: Factory | Non
             progress.stop()
     verdicts = evaluate_claims(all_rows)
     write_claims_csv(cfg.outdir / "claims.csv", verdicts)
+    (cfg.outdir / "claims.md").write_text(claims_markdown(verdicts), encoding="utf-8")
     total = time.perf_counter() - t0
     skipped = sorted({(r["method"], r["reason"].split(":")[0]) for rows in all_rows.values() for r in rows
                       if r["status"] == "skipped"})

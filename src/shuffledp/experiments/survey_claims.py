@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Verdict", "Claim", "CLAIMS", "evaluate_claims", "write_claims_csv", "verdict_from_checks",
+__all__ = ["Verdict", "Claim", "CLAIMS", "evaluate_claims", "write_claims_csv", "claims_markdown",
+           "verdict_from_checks",
            "FALL", "FLAT_ERR", "FLAT_TIME", "RISE", "MARKED", "NEAR"]
 
 FALL = 0.8
@@ -452,3 +453,14 @@ def write_claims_csv(path: Path, verdicts: list[Verdict]) -> None:
         for v in verdicts:
             w.writerow([v.figure, v.claim_id, v.claim, v.status, sum(bool(c) for _, c in v.checks), len(v.checks),
                         v.evidence])
+
+
+def claims_markdown(verdicts: list[Verdict]) -> str:
+    """A Markdown table of the verdicts (for docs/survey.md)."""
+    lines = ["| figure | survey claim | our run | checks | evidence |", "|---|---|---|---|---|"]
+    for v in verdicts:
+        ok = sum(bool(c) for _, c in v.checks)
+        ev = v.evidence.split(": ", 1)[-1] if v.checks else v.evidence
+        lines.append(f"| {v.figure} | {v.claim} | **{v.status}** | {ok}/{len(v.checks)} | "
+                     f"{ev.replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
