@@ -1,0 +1,268 @@
+"""Multi-value protocols: attribute fragmenting and sample-one (input: an (n, k) int array)."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import special, stats
+
+from shuffledp import pipeline
+from shuffledp.accounting import basic_composition, shuffle_amplification
+from shuffledp.core import ValidationError
+from shuffledp.local.verify import worst_case_log_ratio
+from shuffledp.shuffle import protocol, run_shufflers
+from shuffledp.shuffle.multi import split_attributes
+from tests.conftest import mean_z_bound, variance_ratio_band
+
+
+def _data(n, dims, rng):
+    cols = []
+    for d in dims:
+        w = np.exp(-0.5 * ((np.arange(d) - d / 3) / (d / 5)) ** 2)
+        cols.append(rng.choice(d, size=n, p=w / w.sum()))
+    x = np.column_stack(cols)
+    x[: n // 4, 1] = x[: n // 4, 0] % dims[1]  # correlated attributes (matters for sample_one's joint law)
+    return x
+
+
+def test_parameters():
+    n, eps, delta = 10**6, 0.9, 1e-6
+    f = protocol("fragmenting", eps, delta, n, d=[100, 10, 50])
+    assert f.k == 3 and f.n_shufflers == 3
+    assert [p.d for p in f.parts] == [100, 10, 50]
+    assert all(p.epsilon == pytest.approx(0.3) and p.delta == pytest.approx(delta / 3) for p in f.parts)
+    kr = protocol("hist_kr", 0.3, delta / 3, n, d=100)
+    assert f.parts[0].eps_l == pytest.approx(kr.eps_l) and f.variance() == pytest.approx(kr.variance())
+    assert f.messages_per_user == 3 and f.bits_per_user == 7 + 4 + 6
+
+    s = protocol("sample_one", eps, delta, n, d=100, k=3)
+    c_req = max(14 * math.log(2 / delta) / eps**2, 27 / eps)
+    assert s.gamma[0] == pytest.approx(3 * 100 * c_req / (n - 1))
+    assert s.eps_l == pytest.approx(math.log1p(100 * (1 - s.gamma[0]) / s.gamma[0]))
+    assert s.privacy().eps == pytest.approx(eps, rel=1e-9)
+    # zero cell: k^2 n q/k (1 - q/k) / (p-q)^2 ~ k^2 * 14 ln(2/delta)/eps^2 / (1-gamma)^2
+    assert s.variance() == pytest.approx(9 * c_req / (1 - s.gamma[0]) ** 2, rel=1e-3)
+
+
+# --------------------------------------------------------------------------- privacy
+
+def test_local_ratio_exact():
+    d, k = 3, 2
+    f = protocol("fragmenting", 1.0, 0.05, 4000, d=d, k=k)
+    mech = f.local_randomizer
+    ys = np.array(list(itertools.product(range(d), repeat=k)))
+    reports = {"0:y": ys[:, 0], "1:y": ys[:, 1]}
+    inputs = [np.array(v) for v in itertools.product(range(d), repeat=k)]
+    r = worst_case_log_ratio(mech, reports, inputs)
+    assert r == pytest.approx(sum(p.eps_l for p in f.parts), rel=1e-12)
+
+    s = protocol("sample_one", 1.0, 0.05, 4000, d=[3, 4])
+    cells = [(a, y) for a, da in enumerate(s.dims) for y in range(da)]
+    reports = {"attr": np.array([c[0] for c in cells]), "y": np.array([c[1] for c in cells])}
+    inputs = [np.array(v) for v in itertools.product(range(3), range(4))]
+    assert worst_case_log_ratio(s.local_randomizer, reports, inputs) == pytest.approx(s.eps_l, rel=1e-12)
+    probs = sum(s.local_randomizer.probabilities(reports, np.array([1, 2])))
+    assert probs == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("n", [10**6, 2 * 10**6])
+def test_privacy_matches_accounting(n):
+    eps, delta = 0.9, 1e-6
+    f = protocol("fragmenting", eps, delta, 10**6, d=[100, 20])
+    refs = [(shuffle_amplification(p.eps_l, n, delta / 2, method="blanket", bound="closed_form", randomizer="krr",
+                                   k=p.d), delta / 2) for p in f.parts]
+    e, dl = basic_composition(refs)
+    assert f.privacy(n).eps == pytest.approx(e, rel=1e-11) and f.privacy(n).delta == pytest.approx(dl)
+    assert f.privacy().eps <= eps * (1 + 1e-9)
+
+    s = protocol("sample_one", eps, delta, 10**6, d=[100, 20])
+    a = 0  # the larger domain is the binding one
+    K = s.k * s.dims[a]
+    eps_eq = math.log1p(K * (1 - s.gamma[a]) / s.gamma[a])
+    ref = shuffle_amplification(eps_eq, n, delta, method="blanket", bound="closed_form", randomizer="krr", k=K)
+    assert s.privacy(n).eps == pytest.approx(ref, rel=1e-9)
+
+
+def _exact_delta_grouped(row_x, row_x2, pi, m, eps):
+    """Exact hockey-stick divergence between the shuffled histograms (m i.i.d. others with cell
+    law ``pi`` plus a target with row ``row_x`` vs ``row_x2``), using
+    ``P_x(h) = Mult_{m+1}(h; pi) * sum_w row_x(w) h_w / ((m+1) pi_w)``, so the divergence is
+    ``E[max(sum_w c_w h_w, 0)] / (m+1)`` with ``c_w = (row_x(w) - e^eps row_x2(w)) / pi_w``; cells
+    with equal c_w are merged. Returns None when more than 3 groups remain (not enumerated)."""
+    c = (row_x - math.exp(eps) * row_x2) / pi
+    keys, inv = np.unique(np.round(c, 12), return_inverse=True)
+    if keys.size > 3:
+        return None
+    gp = np.bincount(inv, weights=pi, minlength=keys.size)
+    N = m + 1
+    if keys.size == 1:
+        return max(keys[0] * N, 0.0) / N
+    if keys.size == 2:
+        h = np.arange(N + 1)
+        pmf = stats.binom.pmf(h, N, gp[0])
+        return float((pmf * np.maximum(keys[0] * h + keys[1] * (N - h), 0)).sum() / N)
+    h = np.arange(N + 1, dtype=np.float64)
+    h0, h1 = h[:, None], h[None, :]
+    h2 = N - h0 - h1
+    ok = h2 >= 0
+    h2c = np.where(ok, h2, 0)
+    lp = (special.gammaln(N + 1) - special.gammaln(h0 + 1) - special.gammaln(h1 + 1) - special.gammaln(h2c + 1)
+          + h0 * np.log(gp[0]) + h1 * np.log(gp[1]) + h2c * np.log(gp[2]))
+    val = np.maximum(keys[0] * h0 + keys[1] * h1 + keys[2] * h2c, 0)
+    return float(np.where(ok, np.exp(lp) * val, 0.0).sum() / N)
+
+
+def test_sample_one_exact_shuffled_divergence():
+    """k = 2 attributes, d = 2, n = 2000 (eps_a = 2.11 > eps = 1): the exact divergence of the
+    shuffled output at the target eps is below delta for every neighbour pair and every common
+    vector of the others whose likelihood ratio reduces to <= 3 cell groups (enumerated exactly);
+    the regime is non-trivial (exact delta at eps = 0.05 exceeds the target: the exact eps lies
+    in (0.05, 0.1), the blanket bound is loose by > 10x)."""
+    eps, delta, n = 1.0, 1e-3, 1200
+    s = protocol("sample_one", eps, delta, n, d=2, k=2)
+    assert s.eps_l > 1.5
+    vecs = list(itertools.product(range(2), repeat=2))
+    reports = {"attr": np.array([0, 0, 1, 1]), "y": np.array([0, 1, 0, 1])}
+    row = {v: s.local_randomizer.probabilities(reports, np.array(v)) for v in vecs}
+    done, worst, worst_low = 0, 0.0, 0.0
+    for others in vecs:
+        for x, x2 in itertools.permutations(vecs, 2):
+            dl = _exact_delta_grouped(row[x], row[x2], row[others], n - 1, eps)
+            if dl is None:
+                continue
+            done += 1
+            worst = max(worst, dl)
+            worst_low = max(worst_low, _exact_delta_grouped(row[x], row[x2], row[others], n - 1, 0.05))
+    assert done == 24  # of 48 (others, x, x') triples; the 4-group ones are not enumerated
+    assert worst <= delta < worst_low
+
+
+def test_grouped_divergence_matches_bruteforce():
+    """The grouped formula equals a brute-force sum over every 4-cell histogram (small m)."""
+    m, eps = 25, 0.7
+    pi = np.array([0.4, 0.1, 0.25, 0.25])
+    rx, rx2 = np.array([0.4, 0.1, 0.25, 0.25]), np.array([0.1, 0.4, 0.25, 0.25])
+    P = {}
+    Q = {}
+    for h in itertools.product(range(m + 2), repeat=3):
+        h = np.array(h + (m + 1 - sum(h),))
+        if h[3] < 0:
+            continue
+        base = math.exp(special.gammaln(m + 2) - special.gammaln(h + 1).sum() + (h * np.log(pi)).sum())
+        P[tuple(h)] = base * (rx * h / pi).sum() / (m + 1)
+        Q[tuple(h)] = base * (rx2 * h / pi).sum() / (m + 1)
+    assert sum(P.values()) == pytest.approx(1.0)
+    brute = sum(max(P[h] - math.exp(eps) * Q[h], 0) for h in P)
+    got = _exact_delta_grouped(rx, rx2, pi, m, eps)  # cells 2 and 3 share c_w: 3 groups
+    assert got is not None and got == pytest.approx(brute, rel=1e-9)
+
+
+# --------------------------------------------------------------------------- utility
+
+@pytest.mark.parametrize("name,kw", [
+    ("fragmenting", dict(d=[12, 6])),
+    ("fragmenting", dict(d=[12, 6], inner="murs", oracle="grr", n_fake=200)),
+    ("sample_one", dict(d=[12, 6])),
+])
+def test_unbiased_and_mse(name, kw, rng):
+    n, eps, delta, R = 40000, 1.0, 1e-3, 2000
+    p = protocol(name, eps, delta, n, **kw)
+    x = _data(n, p.dims, rng)
+    data = p.summarize(x)
+    truth = np.concatenate([np.bincount(x[:, a], minlength=da) for a, da in enumerate(p.dims)])
+    est = np.array([p.estimate(p.simulate_statistic(data, rng), n).values for _ in range(R)])
+    var = np.concatenate([[p.variance(n, c, attribute=a) for c in ca]
+                          for a, ca in enumerate(split_attributes(truth, p.dims))])
+    z = (est.mean(0) - truth) / np.sqrt(var / R)
+    assert np.abs(z).max() < mean_z_bound(1e-4 / truth.size) + 0.5
+    ratio = ((est - truth) ** 2).mean(0) / var
+    lo, hi = variance_ratio_band(R * truth.size)
+    assert lo - 0.02 <= ratio.mean() <= hi + 0.02, ratio.mean()
+
+
+@pytest.mark.parametrize("name,kw", [
+    ("fragmenting", dict(d=[5, 3])),
+    ("fragmenting", dict(d=[5, 3], inner="murs", oracle="grr", n_fake=30)),
+    ("sample_one", dict(d=[5, 3])),
+])
+def test_simulate_matches_pipeline(name, kw, rng):
+    n, R = 3000, 300
+    p = protocol(name, 1.0, 0.05, n, **kw)
+    x = _data(n, p.dims, rng)
+    a = np.array([p.aggregate(run_shufflers(p, p.encode(x, rng), rng)) for _ in range(R)])
+    b = np.array([p.simulate_statistic(p.summarize(x), rng) for _ in range(R)])
+    se = np.sqrt(a.var(0) / R + b.var(0) / R)
+    assert np.all(np.abs(a.mean(0) - b.mean(0)) < 5 * se)
+    assert np.allclose(a.var(0), b.var(0), rtol=0.3)
+    # cross-attribute covariance (sample_one couples attributes through the sampling)
+    ca, cb = np.cov(a.T)[0, p.dims[0]], np.cov(b.T)[0, p.dims[0]]
+    assert abs(ca - cb) < 0.35 * math.sqrt(a.var(0)[0] * a.var(0)[p.dims[0]])
+    est = pipeline.run(p, x, rng)
+    assert est.values.shape == (sum(p.dims),) and list(est.extra["offsets"]) == [0, 5, 8]
+    assert est.privacy == p.privacy(n)
+
+
+def test_fragmenting_routes_attributes(rng):
+    f = protocol("fragmenting", 1.0, 0.05, 3000, d=[5, 3], inner="murs", oracle="grr", n_fake=30)
+    x = _data(3000, f.dims, rng)
+    out = run_shufflers(f, f.encode(x, rng), rng)
+    assert np.bincount(out["shuffler"]).tolist() == [3030, 3030]  # users + that attribute's 30 fakes
+    assert out["y"][out["shuffler"] == 1].max() < 3
+
+
+def test_simulate_fast_at_1e7(rng):
+    import time
+
+    n = 10**7
+    x_rows = np.column_stack([rng.integers(0, 100, 10**5), rng.integers(0, 20, 10**5)])
+    for name in ("fragmenting", "sample_one"):
+        p = protocol(name, 0.9, 1e-6, n, d=[100, 20])
+        data = p.summarize(x_rows)
+        if name == "sample_one":
+            data[:, -1] *= 100   # 10^7 users over 10^5 row types
+        else:
+            data = data * 100
+        t0 = time.perf_counter()
+        est = p.estimate(p.simulate_statistic(data, rng), n)
+        assert time.perf_counter() - t0 < 2.0 and np.isfinite(est.values).all()
+
+
+# --------------------------------------------------------------------------- bad input
+
+@pytest.mark.parametrize("bad", [np.array([1, 2]), np.array([[0, 5]]), np.array([[-1, 0]]),
+                                 np.array([[0.0, 1.0]]), np.array([[True, False]]), np.array([[0, 1, 2]])])
+@pytest.mark.parametrize("name", ["fragmenting", "sample_one"])
+def test_bad_values(name, bad, rng):
+    p = protocol(name, 1.0, 0.05, 4000, d=[4, 5])
+    with pytest.raises(ValidationError):
+        p.encode(bad, rng)
+
+
+@pytest.mark.parametrize("name,eps,n,kw", [
+    ("fragmenting", 0.9, 10**6, dict(d=10)),                       # k missing
+    ("fragmenting", 0.9, 10**6, dict(d=[10, 1])),                  # domain < 2
+    ("fragmenting", 0.9, 10**6, dict(d=[10, 10], k=3)),            # k mismatch
+    ("fragmenting", 0.9, 10**6, dict(d=[10, 10], inner="cnt_rr")),  # not a histogram protocol
+    ("fragmenting", 0.9, 10**6, dict(d=[10, 10], inner="murs", mode="parallel")),
+    ("fragmenting", 0.9, 2000, dict(d=[100, 100])),                # inner target impossible
+    ("sample_one", 1.5, 10**6, dict(d=[10, 10])),                  # Thm 3.1 needs eps <= 1
+    ("sample_one", 0.9, 10**4, dict(d=[100, 100])),                # gamma >= 1
+    ("sample_one", 0.9, 10**6, dict(d="ab")),
+])
+def test_impossible(name, eps, n, kw):
+    with pytest.raises(ValidationError):
+        protocol(name, eps, 1e-6, n, **kw)
+
+
+def test_bad_messages():
+    s = protocol("sample_one", 1.0, 0.05, 4000, d=[4, 5])
+    with pytest.raises(ValidationError):
+        s.aggregate({"attr": np.array([2]), "y": np.array([0])})
+    with pytest.raises(ValidationError):
+        s.aggregate({"attr": np.array([0]), "y": np.array([4])})
+    f = protocol("fragmenting", 1.0, 0.05, 4000, d=[4, 5])
+    with pytest.raises(ValidationError):
+        f.aggregate({"y": np.array([0])})
+    with pytest.raises(ValidationError):
+        f.estimate(np.zeros(3), 4000)
