@@ -13,10 +13,12 @@ registry (:func:`shuffledp.shuffle.protocol`) can build, at the same central tar
   ``pipeline_max_messages``; otherwise the RMSE is skipped, with the reason.
 * **Analyzer time** is measured on a real encoded and shuffled batch of at most
   ``timing_max_messages`` messages (the first ``m`` users of the data set; shufflers' fake
-  messages at their full size), then scaled linearly to the message count at ``n``:
-  ``t_aggregate(batch) * messages(n) / messages(batch) + t_estimate``. Aggregation is a linear
-  pass over the messages, so the scaling is a first-order model; the batch size used is in the
-  CSV (``timing_messages``) and the method in ``analyzer_how``.
+  messages at their full size). When ``m < n`` it is extrapolated with a fixed + per-message
+  model fitted on the batch and on its first quarter (best of ``timing_repeats`` each):
+  ``t(n) = fixed + per_message * messages(n) + t_estimate``. Aggregation is a pass over the
+  messages plus per-item work (a curator's noise for d items, a debiasing over d), which the
+  fixed term absorbs. The batch size is in the CSV (``timing_messages``), the fit in
+  ``analyzer_how``.
 * **Communication**: messages per user measured on that real batch (so it depends on the data,
   e.g. Cnt_2M sends more when more users hold 1), bits per user = messages per user times the
   protocol's ``bits_per_message``, and the total message count at ``n`` including fakes.
@@ -46,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import ShuffleDPError
-from ..shuffle.base import Protocol, n_messages
+from ..shuffle.base import Protocol, n_messages, take_messages
 from ..shuffle.shuffler import run_shufflers
 
 __all__ = ["FigureSpec", "SurveyConfig", "SkipPoint", "run_survey", "measure_point", "make_data",
@@ -346,6 +348,15 @@ def _rmse_from(sq: list[float]) -> tuple[float, float, int]:
     return rmse, se, int(a.size)
 
 
+def _best_time(proto: Protocol, batch: dict, repeats: int) -> tuple[float, Any]:
+    best, stat = math.inf, None
+    for _ in range(max(1, repeats)):
+        t0 = time.perf_counter()
+        stat = proto.aggregate(batch)
+        best = min(best, time.perf_counter() - t0)
+    return best, stat
+
+
 def _timing(proto: Protocol, values: np.ndarray, n: int, cfg: SurveyConfig,
             rng: np.random.Generator) -> dict[str, Any]:
     """Analyzer time and communication from a real encoded (+ shuffled) batch of bounded size."""
@@ -361,12 +372,7 @@ def _timing(proto: Protocol, values: np.ndarray, n: int, cfg: SurveyConfig,
     batch = run_shufflers(proto, msgs, rng) if proto.model == "shuffle" else msgs
     n_batch = n_messages(batch)
     fakes = n_batch - user_msgs
-    best = math.inf
-    stat = None
-    for _ in range(max(1, cfg.timing_repeats)):
-        t0 = time.perf_counter()
-        stat = proto.aggregate(batch)
-        best = min(best, time.perf_counter() - t0)
+    t_full, stat = _best_time(proto, batch, cfg.timing_repeats)
     t0 = time.perf_counter()
     try:
         proto.estimate(stat, m)
@@ -377,11 +383,17 @@ def _timing(proto: Protocol, values: np.ndarray, n: int, cfg: SurveyConfig,
     total = mpu * n + fakes
     if m == n:
         how = "measured on the full batch"
-        t_an = best + t_est
+        t_an = t_full + t_est
     else:
-        scale = total / max(n_batch, 1)
-        t_an = best * scale + t_est
-        how = f"scaled x{scale:.3g} from {n_batch:,} messages"
+        # fixed + per-message cost, fitted on the batch and on its first quarter: aggregation is
+        # a pass over the messages plus per-item work (e.g. a curator's noise for d items)
+        k = max(1, n_batch // 4)
+        t_quarter, _ = _best_time(proto, take_messages(batch, slice(0, k)), cfg.timing_repeats)
+        per_msg = max((t_full - t_quarter) / max(n_batch - k, 1), 0.0)
+        fixed = max(t_full - per_msg * n_batch, 0.0)
+        t_an = fixed + per_msg * total + t_est
+        how = (f"fixed {fixed:.3g} s + {per_msg * 1e9:.3g} ns/message, fitted on {k:,} and {n_batch:,} "
+               f"messages, x{total / max(n_batch, 1):.3g} messages at n")
     bpm = _safe(lambda: float(proto.bits_per_message))
     return {"analyzer_s": t_an, "analyzer_how": how, "timing_messages": n_batch, "messages_per_user": mpu,
             "bits_per_user": mpu * bpm, "total_messages": total, "fake_messages": fakes}
