@@ -379,3 +379,11 @@ def test_analyzer_time_fit_separates_fixed_and_per_message_cost(rng):
     # truth: 0.02 + 1e-6 * 1e5 = 0.12 s; scaling the whole batch time linearly would give ~0.35 s
     assert 0.10 < row["analyzer_s"] < 0.18, row["analyzer_how"]
     assert "fixed" in row["analyzer_how"] and "fitted on 2,000 and 8,000 messages" in row["analyzer_how"]
+
+
+def test_lowest_compute_allows_timer_ties_but_not_real_gaps():
+    rows = _fig7a(2.0)
+    rows[3] = _row("cnt_2m", "cnt_2m", 30, 0.0032, 1.5, 1.5)  # Cnt_BN 0.003: within x1.2, a tie
+    assert [c for _, c in _verdicts({"fig07a": rows})["7a-2m"].checks][2] is True
+    rows[3] = _row("cnt_2m", "cnt_2m", 30, 0.005, 1.5, 1.5)  # x1.67 slower: not the lowest
+    assert [c for _, c in _verdicts({"fig07a": rows})["7a-2m"].checks][2] is False
