@@ -16,6 +16,7 @@ Thresholds (the survey gives none; ours, stated in docs/survey.md):
 * "markedly different": ratio to the median of the other shuffle protocols >= ``MARKED`` (or
   <= 1/MARKED).
 * "near-lowest": within a factor ``NEAR`` of the smallest.
+* "lowest compute": analyzer times within ``TIME_TIE`` of each other count as a tie.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Verdict", "Claim", "CLAIMS", "evaluate_claims", "write_claims_csv", "verdict_from_checks",
+__all__ = ["Verdict", "Claim", "CLAIMS", "evaluate_claims", "write_claims_csv", "claims_markdown",
+           "verdict_from_checks", "TIME_TIE",
            "FALL", "FLAT_ERR", "FLAT_TIME", "RISE", "MARKED", "NEAR"]
 
 FALL = 0.8
@@ -36,6 +38,13 @@ FLAT_TIME = 3.0
 RISE = 1.5
 MARKED = 10.0
 NEAR = 2.0
+#: analyzer times within this factor count as a tie for "lowest compute" (timer noise between
+#: protocols doing the same pass, e.g. Cnt_2M and Cnt_BN)
+TIME_TIE = 1.2
+
+
+def _tie(key: str) -> float:
+    return TIME_TIE if key == "analyzer_s" else 1.0
 
 SHUFFLE = {
     "counting": ["cnt_rr", "cnt_2m", "cnt_sgm", "cnt_bn"],
@@ -152,8 +161,9 @@ def smallest(target: str, key: str = "rmse", every_x: bool = False) -> Callable[
             if target not in vals or len(vals) < 2:
                 continue
             best = min(vals, key=vals.get)  # type: ignore[arg-type]
-            out.append((f"{target}{_at(x)} {key} {_g(vals[target])}; smallest is {best} {_g(vals[best])}",
-                        vals[target] <= min(vals.values())))
+            tie = "" if _tie(key) == 1.0 else f" (ties within x{_tie(key):g})"
+            out.append((f"{target}{_at(x)} {key} {_g(vals[target])}; smallest is {best} {_g(vals[best])}{tie}",
+                        vals[target] <= _tie(key) * min(vals.values())))
         return out
     return check
 
@@ -169,7 +179,9 @@ def largest_vs_others(target: str, key: str, want: str) -> Callable[[list[dict],
         if want == "higher":
             return [(f"{target} {key} {_g(t)} > every other (max {_g(max(others.values()))})",
                      t > max(others.values()))]
-        return [(f"{target} {key} {_g(t)} < every other (min {_g(min(others.values()))})", t < min(others.values()))]
+        tie = "" if _tie(key) == 1.0 else f" (ties within x{_tie(key):g})"
+        return [(f"{target} {key} {_g(t)} < every other (min {_g(min(others.values()))}){tie}",
+                 t < _tie(key) * min(others.values()))]
     return check
 
 
@@ -452,3 +464,14 @@ def write_claims_csv(path: Path, verdicts: list[Verdict]) -> None:
         for v in verdicts:
             w.writerow([v.figure, v.claim_id, v.claim, v.status, sum(bool(c) for _, c in v.checks), len(v.checks),
                         v.evidence])
+
+
+def claims_markdown(verdicts: list[Verdict]) -> str:
+    """A Markdown table of the verdicts (for docs/survey.md)."""
+    lines = ["| figure | survey claim | our run | checks | evidence |", "|---|---|---|---|---|"]
+    for v in verdicts:
+        ok = sum(bool(c) for _, c in v.checks)
+        ev = v.evidence.split(": ", 1)[-1] if v.checks else v.evidence
+        lines.append(f"| {v.figure} | {v.claim} | **{v.status}** | {ok}/{len(v.checks)} | "
+                     f"{ev.replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
