@@ -26,7 +26,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-MECHS = ["grr", "oue", "olh", "hr", "cms", "hcms"]
+MECHS = ["grr", "sue", "oue", "olh", "hr", "cms", "hcms"]
 
 
 def zipf_data(n: int, d: int, seed: int = 20240601):

@@ -77,6 +77,7 @@ COMMAND_MODULES = (
     "shuffledp.experiments.amplification_cli",
     "shuffledp.experiments.survey_cli",
     "shuffledp.experiments.keyvalue_cli",
+    "shuffledp.experiments.compare_cli",
     "shuffledp.service.cli",
 )
 
