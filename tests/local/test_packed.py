@@ -163,3 +163,25 @@ def test_pack_rows_rejects_non_bits():
         pack_rows(np.array([0, 1]))
     with pytest.raises(ValidationError):
         pack_rows(np.array([[0.0, 1.0]]))
+
+
+def test_lazy_sampler_word_budget():
+    """About 8.6 random words per 64 bits whatever the number of digits (LSB-first needs one per digit)."""
+    from shuffledp.local import packed
+
+    bg = np.random.PCG64(3)
+    drawn = []
+
+    def draw(size):
+        drawn.append(size)
+        return bg.random_raw(size)
+
+    for k in (12, 30, 48):
+        q = float(Fraction(round(0.2689414 * 2**k) | 1, 2**k))  # exactly k digits
+        assert len(dyadic_digits(q)) == k
+        drawn.clear()
+        out = np.empty(1 << 18, dtype=np.uint64)
+        packed._lazy_words(out.size, dyadic_digits(q), draw, out)
+        assert 8.3 < sum(drawn) / out.size < 8.9
+        ones = np.unpackbits(out.view(np.uint8)).mean()
+        assert abs(ones - q) < mean_z_bound() * np.sqrt(q * (1 - q) / (64 * out.size))
