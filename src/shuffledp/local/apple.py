@@ -280,7 +280,6 @@ class _CountMeanSketchBase(FrequencyOracle):
     """Shared parameters, hash family, estimator and variance of CMS and HCMS."""
 
     name = ""
-    _c_exponent = 1.0  # c_eps uses e^{eps * _c_exponent}
 
     def __init__(self, epsilon: float, d: int, k: int | None = None, m: int = 1024, hash_seed: int = 0,
                  hash_table: Any = None, debias: str = "family") -> None:
