@@ -3,6 +3,7 @@
     PYTHONPATH=src python benchmarks/apple_timing.py                  # n in {1e5, 1e6}, d in {64, 1024}, eps in {1, 4}
     PYTHONPATH=src python benchmarks/apple_timing.py --quick          # n = 1e5 only
     PYTHONPATH=src python benchmarks/apple_timing.py --ratios 2000    # + empirical/theory variance ratios
+    PYTHONPATH=src python benchmarks/apple_timing.py --debias exact   # the fixed-family unbiased estimator
 
 Timing columns are wall seconds (``perf_counter``) and, in brackets, CPU seconds of this process
 (``process_time``), which is the better number on a shared machine. ``MSE/theory`` compares the
@@ -35,7 +36,7 @@ def timed(fn, *args):
     return out, time.perf_counter() - w0, time.process_time() - c0
 
 
-def timing_rows(ns, ds, epss, k, m, chunk):
+def timing_rows(ns, ds, epss, k, m, chunk, debias="family"):
     rows = []
     for n in ns:
         for d in ds:
@@ -43,7 +44,7 @@ def timing_rows(ns, ds, epss, k, m, chunk):
             true = np.bincount(x, minlength=d) / n
             for eps in epss:
                 for name in ("cms", "hcms"):
-                    mech = frequency_oracle(name, eps, d, k=k, m=m)
+                    mech = frequency_oracle(name, eps, d, k=k, m=m, debias=debias)
                     rng = np.random.default_rng(1)
                     mech.estimate(mech.aggregate(mech.randomize(x[:10], rng)), 10)  # warm-up (tables)
                     enc = agg = [0.0, 0.0]
@@ -93,12 +94,13 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=256)
     ap.add_argument("--m", type=int, default=1024)
     ap.add_argument("--chunk", type=int, default=1 << 18)
+    ap.add_argument("--debias", default="family", choices=["family", "exact"])
     ap.add_argument("--ratios", type=int, default=0, metavar="R", help="repetitions for the variance-ratio table")
     a = ap.parse_args()
     ns = [100_000] if a.quick else [int(float(v)) for v in a.n.split(",")]
     rows = timing_rows(ns, [int(v) for v in a.d.split(",")], [float(v) for v in a.eps.split(",")],
-                       a.k, a.m, a.chunk)
-    print(f"\nApple CMS / HCMS, k={a.k}, m={a.m}: wall s [cpu s]")
+                       a.k, a.m, a.chunk, a.debias)
+    print(f"\nApple CMS / HCMS, k={a.k}, m={a.m}, debias={a.debias}: wall s [cpu s]")
     print("| mech | n | d | eps | encode s | aggregate s | estimate s | MSE/theory |")
     print("|---|---|---|---|---|---|---|---|")
     for name, n, d, eps, enc, agg, est, ratio in rows:

@@ -236,6 +236,49 @@ def test_fixed_family_conditional_moments(cls, eps, rng):
     assert biased >= 1  # the fixed-family bias is real at this small k * m
 
 
+@pytest.mark.parametrize("cls,eps", [(CountMeanSketch, 2.0), (HadamardCountMeanSketch, 1.0)])
+def test_exact_debias_fixed_family(cls, eps, rng):
+    """debias='exact' (Pi^-1 T) is unbiased for the same fixed family, with its exact variance."""
+    d, n, R = 12, 600, 4000
+    mech = cls(eps, d, k=4, m=16, hash_seed=7, debias="exact")
+    x = _population(d, n)
+    counts = np.bincount(x, minlength=d)
+    f = counts / n
+    ests = np.array([mech.estimate(mech.aggregate(mech.randomize(x, rng)), n).values for _ in range(R)])
+    var = mech.variances(n, f)
+    lo, hi = variance_ratio_band(R)
+    for i in (0, 1, 5, 9):
+        assert abs(ests[:, i].mean() - f[i]) / math.sqrt(var[i] / R) < mean_z_bound()
+        assert lo <= ests[:, i].var(ddof=1) / var[i] <= hi
+        assert mech.conditional_moments(counts, i) == pytest.approx((f[i], var[i]))
+    Pi = mech.collision_matrix()
+    np.testing.assert_allclose(np.diag(Pi), 1.0)
+    fam = cls(eps, d, k=4, m=16, hash_seed=7)
+    np.testing.assert_allclose(fam.collision_matrix(), Pi)
+    np.testing.assert_allclose(Pi[:, 3], fam.family.collision_fractions(3))
+    # variance(n, f): item-averaged exact variance with the other users spread evenly
+    brute = []
+    for xi in range(d):
+        c = np.full(d, n * 0.8 / (d - 1))
+        c[xi] = n * 0.2
+        brute.append(mech._exact_count_variances(c)[xi] / n**2)
+    assert mech.variance(n, 0.2) == pytest.approx(np.mean(brute), rel=1e-9)
+
+
+def test_exact_debias_errors():
+    with pytest.raises(ValidationError, match="debias"):
+        CountMeanSketch(1.0, 10, debias="nope")
+    with pytest.raises(ValidationError, match="k \\* m >= d"):
+        CountMeanSketch(1.0, 100, k=2, m=16, debias="exact")
+    with pytest.raises(ValidationError, match="d <= 4096"):
+        HadamardCountMeanSketch(1.0, 5000, debias="exact")
+    table = np.array([[0, 1, 1], [2, 3, 3]])  # items 1 and 2 are never separated
+    with pytest.raises(ValidationError, match="singular"):
+        CountMeanSketch(1.0, 3, m=4, hash_table=table, debias="exact")
+    assert CountMeanSketch(1.0, 3, m=4, hash_table=table).estimate(np.zeros((2, 5), dtype=np.int64) + [0, 0, 0, 0, 1],
+                                                                   2).values.shape == (3,)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["cms", "hcms"])
 def test_default_parameters_variance(name, rng):

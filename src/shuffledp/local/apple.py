@@ -28,6 +28,14 @@ for one *fixed* family the conditional mean is
 ``m/(m-1) (sum_x' n_x' pi_x' - n/m)`` with ``pi_x' = (1/k) #{l : h_l(x') = h_l(x)}``
 (:meth:`conditional_moments`); its spread over families is the ``S2`` term of the variance.
 
+``debias="exact"`` (opt-in, ``d <= 4096``, ``k m >= d``) removes the fixed-family bias as well:
+``E[T | H] = Pi n`` with the family's collision matrix ``Pi[x, x'] = pi_x'(x)`` (``Pi = B B^T / k``,
+``B`` the d x (k m) one-hot incidence of the hash values), so ``n~ = Pi^{-1} T`` is unbiased **for
+this family**. Its exact variance given the family, with ``w = Pi^{-1} e_x``, is
+``(c^2-1)/4 n (Pi^-1)_xx + (Pi^-1 C Pi^-1)_xx - n_x`` (CMS; ``C = B diag(B^T n) B^T / k``) and
+``c^2 n (Pi^-1)_xx - n_x`` (HCMS, by Parseval). Cost: one d x d Cholesky at construction, O(d^3)
+per estimate (stderr) for CMS.
+
 Variance of one count (spec A.7, derived; over users and the family), ``A = (m/(m-1))^2``,
 ``S2 = sum_{x' != x} n_x'^2``:
 
@@ -65,6 +73,9 @@ MAX_DOMAIN = 1 << 32
 #: Cells of a dense intermediate (hash indices x items) on the query path.
 _CELLS = 1 << 22
 _LANE = np.uint64(0x0101010101010101)
+#: Largest domain for ``debias="exact"`` (a dense d x d inverse).
+MAX_EXACT_D = 4096
+_DEBIAS = ("family", "exact")
 
 
 class HashFamily:
@@ -269,11 +280,13 @@ class _CountMeanSketchBase(FrequencyOracle):
     """Shared parameters, hash family, estimator and variance of CMS and HCMS."""
 
     name = ""
-    _c_exponent = 1.0  # c_eps uses e^{eps * _c_exponent}
 
     def __init__(self, epsilon: float, d: int, k: int | None = None, m: int = 1024, hash_seed: int = 0,
-                 hash_table: Any = None) -> None:
+                 hash_table: Any = None, debias: str = "family") -> None:
         super().__init__(epsilon, d)
+        if debias not in _DEBIAS:
+            raise ValidationError(f"debias must be one of {_DEBIAS}, got {debias!r}", parameter="debias")
+        self.debias = debias
         self.m = check_positive_int(m, "m", minimum=2)
         if hash_table is not None:
             family: HashFamily = ExplicitHashFamily(hash_table, self.m)
@@ -290,6 +303,67 @@ class _CountMeanSketchBase(FrequencyOracle):
         self.family = family
         self.hash_seed = family.seed
         self.A = (self.m / (self.m - 1)) ** 2
+        self._exact: dict[str, Any] | None = None
+        if debias == "exact":
+            if self.d > MAX_EXACT_D:
+                raise ValidationError(f"debias='exact' needs d <= {MAX_EXACT_D} (a d x d solve), got {self.d}",
+                                      parameter="debias")
+            if self.k * self.m < self.d:
+                raise ValidationError(f"debias='exact' needs k * m >= d (k={self.k}, m={self.m}, d={self.d})",
+                                      parameter="debias")
+            self._exact_state()  # fail now (singular family), not at the first estimate
+
+    # --- exact (fixed-family) debiasing -----------------------------------------------
+    def _exact_state(self) -> dict[str, Any]:
+        """One-hot incidence ``B`` (d x k m), collision matrix ``Pi = B B^T / k`` and ``Pi^-1``."""
+        if self._exact is None:
+            from scipy import sparse
+
+            d, k, m = self.d, self.k, self.m
+            items = np.arange(d, dtype=np.int64)
+            rows_per = max(1, _CELLS // d)
+            cols = np.empty((k, d), dtype=np.int64)
+            for lo in range(0, k, rows_per):  # chunks of hash indices
+                ls = np.arange(lo, min(k, lo + rows_per))
+                cols[lo:lo + ls.size] = ls[:, None] * m + self.family(ls[:, None], items[None, :])
+            B = sparse.csr_matrix((np.ones(k * d), (np.tile(items, k), cols.ravel())), shape=(d, k * m))
+            Pi = (B @ B.T).toarray() / k
+            from scipy import linalg
+
+            try:
+                Pinv = linalg.cho_solve(linalg.cho_factor(Pi, lower=True), np.eye(d))
+            except linalg.LinAlgError:
+                raise ValidationError(f"debias='exact': the family's collision matrix is singular: some items "
+                                      f"are not separated by the k = {k} hash functions; increase k or m",
+                                      parameter="debias") from None
+            if not np.all(np.isfinite(Pinv)) or np.diag(Pinv).max() > 1e12:
+                raise ValidationError("debias='exact': the family's collision matrix is numerically singular; "
+                                      "increase k or m", parameter="debias")
+            self._exact = {"B": B, "cols": cols, "Pi": Pi, "Pinv": (Pinv + Pinv.T) / 2}
+        return self._exact
+
+    def collision_matrix(self) -> np.ndarray:
+        """``Pi[x, x'] = (1/k) #{l : h_l(x) = h_l(x')}`` (``E[T] = Pi n`` for the sketch query ``T``)."""
+        if self.d > MAX_EXACT_D:
+            raise ValidationError(f"collision_matrix needs d <= {MAX_EXACT_D}", parameter="d")
+        if self._exact is None and self.debias != "exact":
+            from scipy import sparse
+
+            H = self.family(np.arange(self.k)[:, None], np.arange(self.d)[None, :])
+            B = sparse.csr_matrix((np.ones(H.size), (np.tile(np.arange(self.d), self.k),
+                                                    (np.arange(self.k)[:, None] * self.m + H).ravel())),
+                                  shape=(self.d, self.k * self.m))
+            return (B @ B.T).toarray() / self.k
+        return self._exact_state()["Pi"].copy()
+
+    def _exact_count_variances(self, counts: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        """Exact variance of every item's count estimate ``Pi^-1 T`` given the family and the counts."""
+        raise NotImplementedError
+
+    def _exact_variance_uniform_rest(self, n: int, f: float) -> float:  # pragma: no cover - abstract
+        """Mean over items of the exact fixed-family variance when the item holds ``n f`` users and
+        the other users are spread evenly over the other items."""
+        raise NotImplementedError
 
     # --- analyzer ---------------------------------------------------------------------
     def _query(self, statistic: np.ndarray, n: int) -> np.ndarray:  # pragma: no cover - abstract
@@ -301,19 +375,26 @@ class _CountMeanSketchBase(FrequencyOracle):
         return int(n)
 
     def estimate(self, statistic: np.ndarray, n: int) -> Estimate:
-        """Unbiased fractions ``m/(m-1) (T(x) - n/m) / n`` for every item (seed 002 section 2.2).
+        """Unbiased fractions ``m/(m-1) (T(x) - n/m) / n`` for every item (seed 002 section 2.2),
+        or ``Pi^{-1} T / n`` with ``debias="exact"``.
 
         ``stderr`` is the closed-form standard deviation at the estimates clipped to [0, 1]
-        (``S2`` from the clipped estimates).
+        (``S2``, or the counts of the exact formula, from the clipped estimates).
         """
         n = self._check_n(n)
         T = self._query(statistic, n)
+        extra = {"k": self.k, "m": self.m, "hash_seed": self.hash_seed, "debias": self.debias}
+        if self.debias == "exact":
+            st = self._exact_state()
+            f = st["Pinv"] @ T / n
+            fc = np.clip(f, 0.0, 1.0)
+            var = self._exact_count_variances(fc * n) / n**2
+            return Estimate(f, np.sqrt(np.maximum(var, 0.0)), n, self.privacy, "frequency", extra=extra)
         f = (self.m / (self.m - 1)) * (T - n / self.m) / n
         fc = np.clip(f, 0.0, 1.0)
         s2 = np.maximum(min(1.0, float(np.sum(fc**2))) - fc**2, 0.0)
         var = self._count_variance(n, fc * n, s2 * n * n) / n**2
-        return Estimate(f, np.sqrt(np.maximum(var, 0.0)), n, self.privacy, "frequency",
-                        extra={"k": self.k, "m": self.m, "hash_seed": self.hash_seed})
+        return Estimate(f, np.sqrt(np.maximum(var, 0.0)), n, self.privacy, "frequency", extra=extra)
 
     def _count_variance(self, n: float, f: Any, s2: Any) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -323,18 +404,25 @@ class _CountMeanSketchBase(FrequencyOracle):
 
         ``sum_sq`` is ``sum_{x' != x} f_x'^2`` over the *other* items (the hash-collision term);
         default ``(1 - f)^2 / (d - 1)``: the other users spread evenly over the other items.
+        With ``debias="exact"``: the exact variance given this family, averaged over items, when the
+        item holds ``n f`` users and the others are spread evenly (``sum_sq`` is not used).
         """
         n = self._check_n(n)
+        if self.debias == "exact":
+            return self._exact_variance_uniform_rest(n, f)
         if sum_sq is None:
             sum_sq = (1.0 - f) ** 2 / (self.d - 1)
         return float(self._count_variance(n, f * n, sum_sq * n * n)) / n**2
 
     def variances(self, n: int, freqs: Any) -> np.ndarray:
-        """Variance of every item's fraction estimate for the true distribution ``freqs``."""
+        """Variance of every item's fraction estimate for the true distribution ``freqs``
+        (over the family; given the family with ``debias="exact"``)."""
         n = self._check_n(n)
         fr = np.asarray(freqs, dtype=np.float64)
         if fr.shape != (self.d,):
             raise ValidationError(f"freqs must have shape ({self.d},), got {fr.shape}", parameter="freqs")
+        if self.debias == "exact":
+            return self._exact_count_variances(fr * n) / n**2
         s2 = float(np.sum(fr**2)) - fr**2
         return self._count_variance(n, fr * n, s2 * n * n) / n**2
 
@@ -352,6 +440,8 @@ class _CountMeanSketchBase(FrequencyOracle):
         c = self.check_counts(true_counts)
         xv = int(check_int_values(np.asarray([x]), self.d, "x")[0])
         n = int(c.sum())
+        if self.debias == "exact":  # unbiased given the family; variance exact given the family
+            return float(c[xv]) / n, float(self._exact_count_variances(c.astype(np.float64))[xv]) / n**2
         pi = self.family.collision_fractions(xv)
         mean = (self.m / (self.m - 1)) * (float(c @ pi) - n / self.m) / n
         var = self.A * float(c @ self._conditional_per_user(pi)) / n**2
@@ -400,13 +490,17 @@ class CountMeanSketch(_CountMeanSketchBase):
         Binary digits of the flip probability (default ``min(32, 14 + ceil(-log2 q))``).
     hash_table : array_like, optional
         An explicit ``(k, d)`` table of hash values in ``[m]`` replacing the tabulation family.
+    debias : {"family", "exact"}
+        ``"family"`` (default): the seed's estimator ``m/(m-1) (T - n/m)``, unbiased over the draw
+        of the hash family, variance with the hash-collision term. ``"exact"``: ``Pi^{-1} T`` with the
+        family's collision matrix, unbiased for this fixed family (``d <= 4096``, ``k m >= d``).
     """
 
     name = "cms"
 
     def __init__(self, epsilon: float, d: int, k: int | None = None, m: int = 1024, hash_seed: int = 0,
-                 precision: int | None = None, hash_table: Any = None) -> None:
-        super().__init__(epsilon, d, k, m, hash_seed, hash_table)
+                 precision: int | None = None, hash_table: Any = None, debias: str = "family") -> None:
+        super().__init__(epsilon, d, k, m, hash_seed, hash_table, debias)
         half = self.epsilon / 2.0
         q_ideal = 1.0 / (1.0 + math.exp(half)) if half < 700 else 0.0
         if precision is None:
@@ -505,6 +599,37 @@ class CountMeanSketch(_CountMeanSketchBase):
     def _conditional_per_user(self, pi: np.ndarray) -> np.ndarray:
         return (self.c**2 - 1) / 4 + pi * (1 - pi)
 
+    def _exact_count_variances(self, counts: np.ndarray) -> np.ndarray:
+        # Var[n~_x] = (c^2-1)/4 n Pinv_xx + (Pinv C Pinv)_xx - n_x, C = B diag(B^T counts) B^T / k
+        st = self._exact_state()
+        B, Pinv = st["B"], st["Pinv"]
+        counts = np.asarray(counts, dtype=np.float64)
+        cell = B.T @ counts
+        C = (B.multiply(cell[None, :]).tocsr() @ B.T).toarray() / self.k
+        b = np.einsum("ij,ij->i", Pinv @ C, Pinv)
+        return (self.c**2 - 1) / 4 * counts.sum() * np.diag(Pinv) + b - counts
+
+    def _exact_variance_uniform_rest(self, n: int, f: float) -> float:
+        st = self._exact_state()
+        if "g" not in st:
+            B, Pinv, cols = st["B"], st["Pinv"], st["cols"]
+            d, k, m = self.d, self.k, self.m
+            st["b1"] = self._exact_count_variances(np.ones(d)) - (self.c**2 - 1) / 4 * d * np.diag(Pinv) + 1.0
+            g = np.zeros(d)
+            per = max(1, _CELLS // (d * m))
+            items = np.arange(d)
+            Bc = B.tocsc()
+            for lo in range(0, k, per):  # chunks of hash indices: (Pinv B)[x, (j, h_j(x))]
+                hi = min(k, lo + per)
+                S = np.asarray((Bc[:, lo * m:hi * m].T @ Pinv).T)
+                g += (S[items[None, :], cols[lo:hi] - lo * m] ** 2).sum(axis=0)
+            st["g"] = g / k
+        lam = n * (1 - f) / (self.d - 1)
+        nx = n * f
+        a = np.diag(st["Pinv"])
+        var = (self.c**2 - 1) / 4 * n * a + lam * st["b1"] + (nx - lam) * st["g"] - nx
+        return float(var.mean()) / n**2
+
     # --- privacy ----------------------------------------------------------------------
     def log_probabilities(self, reports: Reports, x: Any) -> np.ndarray:
         """``log Pr[j, v~ | x] = -log k + D log q + (m - D) log(1 - q)``, ``D`` the flipped bits."""
@@ -544,18 +669,18 @@ class HadamardCountMeanSketch(_CountMeanSketchBase):
 
     Parameters
     ----------
-    epsilon, d, k, m, hash_seed, hash_table
+    epsilon, d, k, m, hash_seed, hash_table, debias
         As :class:`CountMeanSketch` (``m`` a power of 2).
     """
 
     name = "hcms"
 
     def __init__(self, epsilon: float, d: int, k: int | None = None, m: int = 1024, hash_seed: int = 0,
-                 hash_table: Any = None) -> None:
+                 hash_table: Any = None, debias: str = "family") -> None:
         mm = check_positive_int(m, "m", minimum=2)
         if mm & (mm - 1):
             raise ValidationError(f"m must be a power of 2 for HCMS, got {mm}", parameter="m")
-        super().__init__(epsilon, d, k, m, hash_seed, hash_table)
+        super().__init__(epsilon, d, k, m, hash_seed, hash_table, debias)
         e = math.exp(self.epsilon) if self.epsilon < 700 else math.inf
         self.p_flip = 1.0 / (1.0 + e)
         self.c = (e + 1) / (e - 1) if e < math.inf else 1.0
@@ -621,6 +746,15 @@ class HadamardCountMeanSketch(_CountMeanSketchBase):
 
     def _conditional_per_user(self, pi: np.ndarray) -> np.ndarray:
         return self.c**2 - pi**2
+
+    def _exact_count_variances(self, counts: np.ndarray) -> np.ndarray:
+        # per user E[(w.T_i)^2] = c^2 w^T Pi w = c^2 Pinv_xx (Parseval), mean 1{x_i = x}
+        counts = np.asarray(counts, dtype=np.float64)
+        return self.c**2 * counts.sum() * np.diag(self._exact_state()["Pinv"]) - counts
+
+    def _exact_variance_uniform_rest(self, n: int, f: float) -> float:
+        a = np.diag(self._exact_state()["Pinv"])
+        return float(self.c**2 * n * a.mean() - n * f) / n**2
 
     # --- privacy ----------------------------------------------------------------------
     def probabilities(self, reports: Reports, x: Any) -> np.ndarray:
