@@ -623,7 +623,8 @@ def write_report(cfg: SurveyConfig, all_rows: dict[str, list[dict]], verdicts: l
          "<h1>Reproduction of the ESA survey's experiments (seed 000, §5, Figs. 7-15)</h1>",
          f"<p>Mode <b>{esc(cfg.mode)}</b>, delta = {cfg.delta:g}, seed {cfg.seed}, RMSE repetitions up to "
          f"{cfg.reps} (exact statistic simulation), analyzer timed on real batches of at most "
-         f"{cfg.timing_max_messages:,} messages and scaled linearly to n. Total run time {total_s:.1f} s. "
+         f"{cfg.timing_max_messages:,} messages and extrapolated to n with a fixed + per-message fit. "
+         f"Total run time {total_s:.1f} s. "
          "Verdicts are computed from the data by <code>shuffledp.experiments.survey_claims</code> "
          "(thresholds listed there and in docs/survey.md); nothing is hard-coded.</p>"]
     counts: dict[str, int] = {}
