@@ -198,7 +198,7 @@ class RSumRR(_SumProtocol):
             return
         self.eps_bit = self.epsilon / self.r
         self.delta_bit = self.delta / (self.r * math.exp(self.epsilon))
-        opts: dict[str, Any] = {"randomizer": "binary_rr"} if accounting == "clones" else {}
+        opts: dict[str, Any] = {"randomizer": "binary_rr"} if accounting == "clones" else {"form": "exact"} if accounting == "cheu2019" else {}
         N = self.n * self.r
         if accounting == "cheu_cor47":
             from .counting import CntRR
@@ -286,7 +286,7 @@ class RSumRR(_SumProtocol):
                                                                          0.999999), "shuffle",
                                     note=f"rsum_rr: Cheu Thm 5.4, advanced composition of r={self.r} bit-sum copies "
                                          f"(Cor. 4.7 eps {e_copy:.4g} each)")
-        opts: dict[str, Any] = {"randomizer": "binary_rr"} if self.accounting == "clones" else {}
+        opts: dict[str, Any] = {"randomizer": "binary_rr"} if self.accounting == "clones" else {"form": "exact"} if self.accounting == "cheu2019" else {}
         try:
             if self.accounting == "cheu_cor47":
                 from .counting import cheu_corollary47_epsilon
