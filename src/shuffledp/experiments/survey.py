@@ -68,7 +68,7 @@ BASELINES: dict[str, tuple[str, str]] = {
 }
 LABELS: dict[str, str] = {
     "cnt_rr": "Cnt_RR", "cnt_2m": "Cnt_2M", "cnt_sgm": "Cnt_SGM", "cnt_bn": "Cnt_BN",
-    "hist_kr": "Hist_KR", "hist_mm": "Hist_MM", "slh": "SLH", "murs": "MURS",
+    "hist_kr": "Hist_KR", "hist_mm": "Hist_MM", "slh": "SLH", "murs": "MURS", "prhr": "PRHR (not in survey)",
     "rsum_rr": "RSum_RR", "rsum_kr": "RSum_KR", "rsum_rm": "RSum_RM", "rsum_dsg": "RSum_DSG",
     "ldp_rr": "LDP (RR)", "ldp_krr": "LDP (k-RR)", "ldp_harmony": "LDP (Harmony)",
     "cdp_laplace_count": "CDP (Laplace)", "cdp_laplace_hist": "CDP (Laplace)", "cdp_laplace_sum": "CDP (Laplace)",
@@ -95,13 +95,16 @@ class FigureSpec:
     x_name: str  # "method" (Fig. 7), "epsilon", "n", "q" or "d"
     values: list
     title: str
+    #: methods measured beyond the survey's list (shown, but not part of the claims' comparisons)
+    extra: list[str] = field(default_factory=list)
 
 
 def _figures(eps: list[float], ns_cnt: list[int], qs: list[float], ds: list[int], ns_hist: list[int],
              ns_sum: list[int]) -> list[FigureSpec]:
     return [
         FigureSpec("fig07a", "counting", "method", [None], "Fig. 7(a) counting: n=1e6, eps_c=0.9, q=0.5"),
-        FigureSpec("fig07b", "histogram", "method", [None], "Fig. 7(b) histograms: n=1e6, eps_c=0.9, d=100"),
+        FigureSpec("fig07b", "histogram", "method", [None], "Fig. 7(b) histograms: n=1e6, eps_c=0.9, d=100",
+                   extra=["prhr"]),
         FigureSpec("fig07c", "sum", "method", [None], "Fig. 7(c) sums: n=1e6, eps_c=0.9"),
         FigureSpec("fig08", "counting", "epsilon", eps, "Fig. 8 counting vs eps_c"),
         FigureSpec("fig09", "counting", "n", ns_cnt, "Fig. 9 counting vs n"),
@@ -491,7 +494,7 @@ def _settings(fig: FigureSpec, x: Any, cfg: SurveyConfig) -> tuple[float, int, f
 
 def _figure_methods(fig: FigureSpec, cfg: SurveyConfig) -> list[str]:
     ldp, cdp = cfg.baselines[fig.problem]
-    return list(cfg.methods[fig.problem]) + [ldp, cdp]
+    return list(cfg.methods[fig.problem]) + list(fig.extra) + [ldp, cdp]
 
 
 def run_figure(fig: FigureSpec, cfg: SurveyConfig, *, factory: Factory | None = None,
