@@ -22,7 +22,7 @@ pucm       public-coin count-min P^CM                                  Ghazi et 
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 from scipy import stats
