@@ -1,0 +1,48 @@
+"""CLI wiring: ``shuffledp experiment survey --quick|--full [--out DIR]``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
+    """Add the ``survey`` command to ``shuffledp experiment``."""
+
+    @experiment_app.command("survey")
+    def survey(
+        quick: bool = typer.Option(False, "--quick", help="short sweeps, 10^5-message timing batches (< 2 min)"),
+        full: bool = typer.Option(False, "--full", help="the survey's sweeps, n up to 10^7 (< 15 min on 2 cores)"),
+        out: Path = typer.Option(Path("results/survey"), "--out", help="output folder (CSV, PNG, index.html)"),
+        seed: int = typer.Option(2022, help="simulation seed"),
+    ) -> None:
+        """Reproduce the ESA survey's §5 (Figs. 7-15): RMSE, analyzer time, communication; claims checked."""
+        import time
+
+        from rich.console import Console
+        from rich.table import Table
+
+        from .survey import SurveyConfig, run_survey
+
+        console = Console()
+        if quick == full:
+            console.print("[red]error:[/red] choose exactly one of --quick or --full")
+            raise typer.Exit(2)
+        cfg = SurveyConfig.quick(out) if quick else SurveyConfig.full(out)
+        cfg.seed = seed
+        t0 = time.perf_counter()
+        report = run_survey(cfg, console)
+        elapsed = time.perf_counter() - t0
+        tab = Table(title="Survey claims vs this run")
+        for col in ("figure", "claim", "verdict"):
+            tab.add_column(col)
+        import csv
+
+        with open(cfg.outdir / "claims.csv", newline="", encoding="utf-8") as fh:
+            for r in csv.DictReader(fh):
+                color = {"agree": "green", "partly": "yellow", "disagree": "red"}.get(r["verdict"], "white")
+                tab.add_row(r["figure"], r["claim"], f"[{color}]{r['verdict']}[/{color}] "
+                            f"({r['checks_holding']}/{r['checks']})")
+        console.print(tab)
+        console.print(f"report: {report}  ({elapsed:.1f} s)")

@@ -1,0 +1,189 @@
+"""Helpers shared by the shuffle-model counting and summation protocols.
+
+Input validation for bits and values in [0, 1], randomized rounding (fixed-point encoding with
+precision p), the count-level samplers that make ``simulate_statistic`` exact, the blanket
+(k-ary RR) arithmetic, and small exact local randomizers used by the privacy tests.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import ValidationError
+from ..core.estimate import Estimate
+from ..core.privacy import PrivacyStatement
+from ..core.validation import check_real_values
+
+__all__ = [
+    "check_bits",
+    "check_unit_values",
+    "check_statistic",
+    "randomized_rounding",
+    "rounding_parts",
+    "krr_sum_given_levels",
+    "krr_report_variance",
+    "uniform_sum",
+    "scalar_estimate",
+    "BinaryRRRandomizer",
+    "rr_flip_for_krr",
+]
+
+
+# ----------------------------------------------------------------------------- inputs
+
+def check_bits(values: Any, name: str = "values") -> np.ndarray:
+    """Users' bits: a 1-D array of 0/1 (ints or bools). Returns int64.
+
+    Floats (even 0.0/1.0) and strings are refused so a mistyped column never becomes data.
+    """
+    arr = np.asarray(values)
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    if arr.ndim != 1:
+        raise ValidationError(f"{name} must be a 1-D array of bits, got shape {arr.shape}", parameter=name)
+    if arr.dtype == np.bool_:
+        return arr.astype(np.int64)
+    if not np.issubdtype(arr.dtype, np.integer):
+        if arr.size == 0 and arr.dtype == np.float64:
+            return arr.astype(np.int64)
+        raise ValidationError(f"{name} must be bits (0/1 integers or bools), got dtype {arr.dtype}", parameter=name)
+    if arr.size and (arr.min() < 0 or arr.max() > 1):
+        bad = arr.min() if arr.min() < 0 else arr.max()
+        raise ValidationError(f"{name} must be bits in {{0, 1}}, found {int(bad)}", parameter=name)
+    return arr.astype(np.int64, copy=False)
+
+
+def check_unit_values(values: Any, name: str = "values") -> np.ndarray:
+    """Users' reals in [0, 1] (1-D, finite). Returns float64."""
+    return check_real_values(values, 0.0, 1.0, name)
+
+
+def check_statistic(statistic: Any, length: int, name: str = "statistic") -> np.ndarray:
+    """A protocol's aggregate: integer array of the given length."""
+    s = np.asarray(statistic)
+    if s.shape != (length,) or not (np.issubdtype(s.dtype, np.integer) or np.issubdtype(s.dtype, np.floating)):
+        raise ValidationError(f"{name} must be a numeric array of shape ({length},), got shape {s.shape}",
+                              parameter=name)
+    return s
+
+
+# ----------------------------------------------------------------------------- rounding
+
+def rounding_parts(x: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray]:
+    """``floor(x p)`` (int64, capped at p) and the fractional part ``r = x p - floor`` in [0, 1)."""
+    t = np.asarray(x, dtype=np.float64) * p
+    lo = np.minimum(np.floor(t), p).astype(np.int64)
+    r = np.clip(t - lo, 0.0, 1.0)
+    r = np.where(lo == p, 0.0, r)
+    return lo, r
+
+
+def randomized_rounding(x: np.ndarray, p: int, rng: np.random.Generator) -> np.ndarray:
+    """Fixed-point encoding with randomized rounding (Balle et al. 2019, Lemma 1.1):
+
+    ``fe_p(x) = floor(x p) + Ber(x p - floor(x p))`` in {0, ..., p}; ``E[fe_p(x)] = x p``,
+    ``Var = r (1 - r)`` with ``r = frac(x p)``. Vectorized: one uniform draw per user.
+    """
+    lo, r = rounding_parts(x, p)
+    return lo + (rng.random(lo.shape[0]) < r)
+
+
+def rounding_variance(x: np.ndarray, p: int) -> float:
+    """Sum over users of Var(fe_p(x_i)) = r_i (1 - r_i)."""
+    _, r = rounding_parts(x, p)
+    return float(np.sum(r * (1.0 - r)))
+
+
+# ----------------------------------------------------------------------------- k-ary RR with a blanket
+
+def rr_flip_for_krr(k: int, eps_l: float) -> float:
+    """Blanket probability gamma of k-ary RR at eps_l: ``k / (e^eps_l + k - 1)`` (BBGN19 Lemma 5.1)."""
+    return k / (math.exp(eps_l) + k - 1.0)
+
+
+def uniform_sum(count: int | np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray | int:
+    """Exact sum of ``count`` i.i.d. uniform draws on {0, ..., k-1}: a multinomial over the k values
+    (cost O(k), independent of ``count``)."""
+    c = np.asarray(count, dtype=np.int64)
+    if c.ndim == 0:
+        return int(rng.multinomial(int(c), np.full(k, 1.0 / k)) @ np.arange(k, dtype=np.int64))
+    draws = rng.multinomial(c, np.full(k, 1.0 / k))
+    return draws @ np.arange(k, dtype=np.int64)
+
+
+def krr_sum_given_levels(level_counts: np.ndarray, k: int, gamma: float, rng: np.random.Generator) -> int:
+    """Exact law of the sum of the reports of k-ary RR with blanket gamma (each user keeps its value
+    w.p. 1 - gamma, else reports a uniform value of {0..k-1}), given how many users hold each value.
+
+    Kept counts per value are independent Binomial(m_v, 1 - gamma); the replaced users' reports are
+    a multinomial over the k values. Cost O(k).
+    """
+    m = np.asarray(level_counts, dtype=np.int64)
+    kept = rng.binomial(m, 1.0 - gamma)
+    replaced = int(m.sum() - kept.sum())
+    return int(kept @ np.arange(m.size, dtype=np.int64)) + int(uniform_sum(replaced, k, rng))
+
+
+def krr_report_variance(mean_d: np.ndarray, mean_d2: np.ndarray, k: int, gamma: float) -> np.ndarray:
+    """Exact Var(y) of one user's k-RR report (blanket gamma over {0..k-1}) when the encoded value d
+    is itself random with E[d] = mean_d, E[d^2] = mean_d2 (randomized rounding)."""
+    mu_u = (k - 1) / 2.0
+    eu2 = (k - 1) * (2 * k - 1) / 6.0
+    mean_y = (1.0 - gamma) * mean_d + gamma * mu_u
+    return (1.0 - gamma) * mean_d2 + gamma * eu2 - mean_y**2
+
+
+# ----------------------------------------------------------------------------- estimates
+
+def scalar_estimate(value: float, variance: float, n: int, privacy: PrivacyStatement, kind: str,
+                    **extra: Any) -> Estimate:
+    """One estimated total with its standard error."""
+    return Estimate(values=np.array([value], dtype=np.float64), stderr=np.array([math.sqrt(max(variance, 0.0))]),
+                    n=int(n), privacy=privacy, kind=kind, extra=dict(extra))
+
+
+# ----------------------------------------------------------------------------- exact local randomizers
+
+class BinaryRRRandomizer:
+    """Binary randomized response with flip probability ``flip``: with probability ``flip`` the report
+    is a fair coin, else the true bit (Cheu et al. 2019, Alg. 1). eps_l = ln((1 - flip/2)/(flip/2)).
+
+    Exposes ``epsilon`` and ``probabilities(reports, x)`` for the exact ratio check
+    (:func:`shuffledp.local.verify.worst_case_log_ratio`).
+    """
+
+    def __init__(self, flip: float) -> None:
+        if not (0.0 < flip <= 1.0):
+            raise ValidationError(f"flip probability must lie in (0, 1], got {flip!r}", parameter="flip")
+        self.flip = float(flip)
+        self.epsilon = math.log((1.0 - flip / 2.0) / (flip / 2.0))
+
+    def randomize(self, values: Any, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        x = check_bits(values)
+        coin = rng.random(x.shape[0]) < self.flip
+        y = np.where(coin, rng.random(x.shape[0]) < 0.5, x.astype(bool))
+        return {"y": y.astype(np.int8)}
+
+    def probabilities(self, reports: dict[str, np.ndarray], x: Any) -> np.ndarray:
+        y = np.asarray(reports["y"]).astype(np.int64)
+        return np.where(y == int(x), 1.0 - self.flip / 2.0, self.flip / 2.0)
+
+
+# ----------------------------------------------------------------------------- exact central checks
+
+def shift_hockey_stick(pmf: np.ndarray, eps: float) -> float:
+    """Exact delta(eps) between a noise law on consecutive integers and the same law shifted by one.
+
+    ``max_dir sum_y max(0, P(y) - e^eps Q(y))`` with P = pmf, Q = pmf shifted by +1 (and back).
+    This is the exact privacy curve of releasing ``c + noise`` for a count c with sensitivity 1,
+    e.g. the message count of Balcer–Cheu's P^zsum (noise Bin(n, p)).
+    """
+    a = np.concatenate([np.asarray(pmf, dtype=np.float64), [0.0]])
+    b = np.concatenate([[0.0], np.asarray(pmf, dtype=np.float64)])
+    E = math.exp(eps)
+    d1 = math.fsum(np.maximum(a - E * b, 0.0).tolist())
+    d2 = math.fsum(np.maximum(b - E * a, 0.0).tolist())
+    return max(d1, d2)
