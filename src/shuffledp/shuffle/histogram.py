@@ -280,7 +280,7 @@ class HistMM(HistogramProtocol):
         if n < n_min:
             raise OutOfDomainError(f"hist_mm needs n >= 400 ln(4/delta)/epsilon^2 = {math.ceil(n_min)} users "
                                    f"for epsilon={eps!r}, delta={delta!r}; got n={n}", parameter="n")
-        self.one_minus_p = 200.0 * math.log(4.0 / delta) / (eps**2 * n)
+        self.one_minus_p = 200.0 * math.log(4.0 / delta) / (eps**2 * n) * _MARGIN  # eps' stays <= 1 at eps = 2
         self.p = 1.0 - self.one_minus_p
 
     def encode(self, values: Any, rng: np.random.Generator) -> Messages:
