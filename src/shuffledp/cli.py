@@ -63,7 +63,10 @@ def simulate(
                     f"[{lo[i]:.5f}, {hi[i]:.5f}]")
     console.print(tab)
     mse = float(np.mean((est.values - true) ** 2))
-    theory = float(np.mean([mech.variance(n, f) for f in true]))
+    if hasattr(mech, "variances"):  # exact per-item variances (HR, CMS, HCMS: collisions / block mass)
+        theory = float(np.mean(mech.variances(n, true)))
+    else:
+        theory = float(np.mean([mech.variance(n, f) for f in true]))
     console.print(f"MSE {mse:.3e}   closed-form mean variance {theory:.3e}   ratio {mse / theory:.3f}")
     console.print(f"Privacy: {est.privacy}", markup=False)
 
@@ -77,6 +80,7 @@ COMMAND_MODULES = (
     "shuffledp.experiments.amplification_cli",
     "shuffledp.experiments.survey_cli",
     "shuffledp.experiments.keyvalue_cli",
+    "shuffledp.experiments.compare_cli",
     "shuffledp.service.cli",
 )
 

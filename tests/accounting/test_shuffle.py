@@ -24,10 +24,13 @@ def test_vectors_theorem1():
 
 
 def test_vectors_theorem3():
-    assert shuffle_amplification(1.0, 100_000, D9, "cheu2019") == pytest.approx(0.1146888, abs=1e-7)
-    assert local_epsilon_for(0.5, 100_000, D9, "cheu2019") == pytest.approx(4.243781, abs=1e-6)
+    assert shuffle_amplification(1.0, 100_000, D9, "cheu2019", form="exact") == pytest.approx(0.1146888, abs=1e-7)
+    assert local_epsilon_for(0.5, 100_000, D9, "cheu2019", form="exact") == pytest.approx(4.243781, abs=1e-6)
     with pytest.raises(OutOfDomainError, match="lambda"):
-        local_epsilon_for(0.1, 10_000, D9, "cheu2019")  # lambda = 7.08 > 1
+        local_epsilon_for(0.1, 10_000, D9, "cheu2019", form="exact")  # lambda = 7.08 > 1
+    # Cor. 4.7's factor (1 - s/n) makes small targets reachable with almost every user randomizing
+    e0 = local_epsilon_for(0.1, 10_000, D9, "cheu2019")
+    assert 0 < e0 < 1 and shuffle_amplification(e0, 10_000, D9, "cheu2019") <= 0.1 + 1e-9
 
 
 def test_vectors_theorem4():
@@ -255,3 +258,29 @@ def test_clone_block_coarsening_is_conservative_and_tight():
         full = _bisect_eps(_CloneDelta(eps0, n, p, 1e-9, max_points=10**6), eps0, 1e-9)
         coarse = _bisect_eps(_CloneDelta(eps0, n, p, 1e-9, max_points=100), eps0, 1e-9)
         assert full <= coarse <= full * (1 + 1e-4)
+
+
+def test_cheu2019_default_is_the_papers_corollary_4_7():
+    """Cheu et al. 2019 Cor. 4.7 (read in the paper): at n=1e6, delta=1e-6 and the Lemma 4.8
+    lambda = 1201.1303 expected randomizers, eps* = 0.69178; the survey's printed form gives 0.636."""
+    import math
+
+    n, delta, lam = 10**6, 1e-6, 1201.1303
+    eps0 = math.log(2.0 * n / lam - 1.0)
+    assert shuffle_amplification(eps0, n, delta, "cheu2019") == pytest.approx(0.69178, abs=2e-5)
+    assert shuffle_amplification(eps0, n, delta, "cheu2019", form="exact") == pytest.approx(0.636, abs=1e-3)
+    # the proven bound is never below the exact shuffled-RR epsilon (clones with binary RR is an upper bound
+    # close to exact; Cor. 4.7 must not undercut it)
+    assert shuffle_amplification(eps0, n, delta, "cheu2019") >= shuffle_amplification(
+        eps0, n, delta, "clones", randomizer="binary_rr")
+    # converse round trip
+    e0 = local_epsilon_for(0.69178, n, delta, "cheu2019")
+    assert e0 <= eps0 + 1e-6
+    assert shuffle_amplification(e0, n, delta, "cheu2019") <= 0.69178 + 1e-5
+
+
+def test_cheu2019_corollary_4_7_domain_is_enforced():
+    from shuffledp.core import OutOfDomainError
+
+    with pytest.raises(OutOfDomainError, match="14 ln"):
+        shuffle_amplification(12.0, 10_000, D9, "cheu2019")  # n*flip far below 14 ln(4/delta)

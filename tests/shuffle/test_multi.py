@@ -266,3 +266,18 @@ def test_bad_messages():
         f.aggregate({"y": np.array([0])})
     with pytest.raises(ValidationError):
         f.estimate(np.zeros(3), 4000)
+
+
+@pytest.mark.parametrize("inner,eps,kw", [("hist_mm", 4.0, {}), ("slh", 1.0, {}), ("murs", 1.0, {}),
+                                          ("prhr", 1.0, {}), ("pucm", 4.0, {"tau": 2, "s": 40})])
+def test_fragmenting_any_inner(inner, eps, kw, rng):
+    """Every histogram protocol works as the per-attribute protocol (message level and simulated)."""
+    n = 3000
+    f = protocol("fragmenting", eps, 0.1, n, d=[5, 3], inner=inner, **kw)
+    x = _data(n, f.dims, rng)
+    truth = np.concatenate([np.bincount(x[:, a], minlength=da) for a, da in enumerate(f.dims)])
+    for est in (pipeline.run(f, x, rng), pipeline.simulate(f, x, rng)):
+        assert est.values.shape == (8,)
+        assert np.all(np.abs(est.values - truth) < 6 * np.sqrt([f.variance(n, c, attribute=int(a >= 5))
+                                                                 for a, c in enumerate(truth)]) + 1)
+    assert f.privacy().eps <= eps * (1 + 1e-9) and f.privacy().delta == pytest.approx(0.1)

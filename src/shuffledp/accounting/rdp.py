@@ -19,7 +19,7 @@ Sources
 from __future__ import annotations
 
 import math
-from typing import Iterable, Literal
+from typing import Any, Iterable, Literal
 
 import numpy as np
 from scipy import optimize, special
@@ -66,18 +66,40 @@ def check_orders(orders: Iterable[float] | np.ndarray | None) -> np.ndarray:
     return np.unique(out)
 
 
+def _orders_array(orders: Iterable[float] | np.ndarray) -> np.ndarray:
+    """Orders as a float array in the caller's order (no sorting, so curves stay aligned); every
+    order must be a finite real > 1 (ValidationError naming ``orders`` otherwise). O(#orders)."""
+    a = np.asarray(orders, dtype=float)
+    if a.ndim > 1 or a.size == 0:
+        raise ValidationError("orders must be a non-empty 1-D sequence of reals > 1", parameter="orders")
+    bad = ~(np.isfinite(a) & (a > 1.0))
+    if np.any(bad):
+        raise ValidationError(f"orders must be finite reals > 1, got {np.atleast_1d(a)[np.atleast_1d(bad)][0]!r}",
+                              parameter="orders")
+    return a
+
+
+def _rdp_like(rdp: Any, orders: np.ndarray) -> np.ndarray:
+    """An RDP curve with one value per order (ValidationError naming ``rdp`` otherwise)."""
+    r = np.asarray(rdp, dtype=float)
+    if r.shape != orders.shape:
+        raise ValidationError(f"rdp must have one value per order: shape {r.shape} vs orders {orders.shape}",
+                              parameter="rdp")
+    return r
+
+
 # --------------------------------------------------------------------------- mechanisms
 
 
 def rdp_gaussian(orders: np.ndarray, sigma: float, sensitivity: float = 1.0) -> np.ndarray:
     """Gaussian mechanism N(0, sigma^2) on an L2-sensitivity-``sensitivity`` query:
     ``alpha * sensitivity^2 / (2 sigma^2)`` (Mironov 2017, Prop. 7). Exact."""
-    return np.asarray(orders, dtype=float) * sensitivity**2 / (2.0 * sigma**2)
+    return _orders_array(orders) * sensitivity**2 / (2.0 * sigma**2)
 
 
 def rdp_zcdp(orders: np.ndarray, rho: float, xi: float = 0.0) -> np.ndarray:
     """(xi, rho)-zCDP as an RDP curve: ``xi + rho * alpha`` (Bun–Steinke 2016, Def. 1.1)."""
-    return xi + rho * np.asarray(orders, dtype=float)
+    return xi + rho * _orders_array(orders)
 
 
 def rdp_laplace(orders: np.ndarray, scale: float, sensitivity: float = 1.0) -> np.ndarray:
@@ -86,7 +108,7 @@ def rdp_laplace(orders: np.ndarray, scale: float, sensitivity: float = 1.0) -> n
     With ``e = sensitivity / scale``:
     ``1/(a-1) * log( a/(2a-1) * exp((a-1) e) + (a-1)/(2a-1) * exp(-a e) )``. Exact; tends to ``e``.
     """
-    a = np.asarray(orders, dtype=float)
+    a = _orders_array(orders)
     e = sensitivity / scale
     t1 = np.log(a / (2 * a - 1)) + (a - 1) * e
     t2 = np.log((a - 1) / (2 * a - 1)) - a * e
@@ -102,7 +124,7 @@ def rdp_randomized_response(orders: np.ndarray, epsilon: float, k: int = 2) -> n
     For k = 2 this is Mironov 2017 Prop. 5; it is also the worst case over all pure
     eps-DP mechanisms (Bun–Steinke 2016, Prop. 3.3).
     """
-    a = np.asarray(orders, dtype=float)
+    a = _orders_array(orders)
     logz = math.log(math.exp(epsilon) + k - 1) if epsilon < 700 else epsilon + math.log1p((k - 1) * math.exp(-epsilon))
     lp = epsilon - logz
     lq = -logz
@@ -167,7 +189,7 @@ def rdp_poisson_subsampled_gaussian(orders: np.ndarray, q: float, sigma: float) 
     Integer orders use the exact finite binomial sum; fractional orders the two-series formula.
     ``rdp(a) = log(A_a) / (a - 1)``. ``q = 0`` gives 0 and ``q = 1`` the plain Gaussian.
     """
-    a = np.asarray(orders, dtype=float)
+    a = _orders_array(orders)
     if q == 0.0:
         return np.zeros_like(a)
     if q == 1.0:
@@ -206,8 +228,8 @@ def rdp_to_epsilon(orders: np.ndarray, rdp: np.ndarray, delta: float,
     Returns ``(eps, alpha_opt)``; eps is **not** rounded here (the accountant rounds up).
     """
     delta = check_delta(delta)
-    orders = np.asarray(orders, dtype=float)
-    rdp = np.asarray(rdp, dtype=float)
+    orders = _orders_array(orders)
+    rdp = _rdp_like(rdp, orders)
     eps = _conversion_terms(orders, rdp, delta, conversion)
     eps = np.where(np.isnan(eps), np.inf, eps)
     i = int(np.argmin(eps))
@@ -223,8 +245,8 @@ def rdp_to_delta(orders: np.ndarray, rdp: np.ndarray, epsilon: float,
     :func:`rdp_to_epsilon`). Capped at 1. Returns ``(delta, alpha_opt)``.
     """
     epsilon = check_real(epsilon, "epsilon", low=0.0)
-    a = np.asarray(orders, dtype=float)
-    rdp = np.asarray(rdp, dtype=float)
+    a = _orders_array(orders)
+    rdp = _rdp_like(rdp, a)
     if conversion == "naive":
         logd = (a - 1) * (rdp - epsilon)
     elif conversion == "improved":

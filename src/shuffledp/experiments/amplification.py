@@ -98,7 +98,7 @@ def amplification_tables(ns: tuple[int, ...] = NS, delta: float = TABLE_DELTA) -
         [lambda e, n: _survey_blanket_domain(
             _safe(lambda: local_epsilon_for(e, n, delta, "blanket", bound="bennett")), n, delta)])
     add("T3", "Thm 3 converse (Cheu et al. 2019, binary RR): eps_l given eps_c", "eps_c", eps_c_grid,
-        [lambda e, n: _safe(lambda: local_epsilon_for(e, n, delta, "cheu2019"))])
+        [lambda e, n: _safe(lambda: local_epsilon_for(e, n, delta, "cheu2019", form="exact"))])
     add("T3_eq7", "Thm 3 converse, survey eq. (7) form [R]", "eps_c", eps_c_grid,
         [lambda e, n: _safe(lambda: local_epsilon_for(e, n, delta, "cheu2019", form="eq7"))])
     for k in (2, 10, 100):
@@ -106,7 +106,7 @@ def amplification_tables(ns: tuple[int, ...] = NS, delta: float = TABLE_DELTA) -
             [lambda e, n, k=k: _safe(lambda: local_epsilon_for(e, n, delta, "blanket", bound="closed_form",
                                                                 randomizer="krr", k=k))])
     add("F3", "Thm 3 forward (binary RR): eps_c given eps_l", "eps_l", eps_fwd,
-        [lambda e, n: _safe(lambda: shuffle_amplification(e, n, delta, "cheu2019"))])
+        [lambda e, n: _safe(lambda: shuffle_amplification(e, n, delta, "cheu2019", form="exact"))])
     add("F3_eq7", "Thm 3 forward, survey eq. (7) form [R]", "eps_l", eps_fwd,
         [lambda e, n: _safe(lambda: shuffle_amplification(e, n, delta, "cheu2019", form="eq7"))])
     add("F4", "Thm 4 forward (k=2): eps_c given eps_l", "eps_l", eps_fwd,

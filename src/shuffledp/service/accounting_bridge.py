@@ -1,8 +1,9 @@
 """The one place the services call the privacy accountant.
 
-When :mod:`shuffledp.accounting` is present (``shuffle_amplification``/``min_users_for``) it
-is used. Until then a fallback implements the closed-form bound of Feldman, McMillan and
-Talwar, "Hiding among the clones" (FOCS 2021, Thm 3.1)::
+:mod:`shuffledp.accounting` (``shuffle_amplification``/``min_users_for`` with the numerical
+``clones`` bound) is used; it is part of the package. Only if it cannot be imported does a
+fallback implement the closed-form bound of Feldman, McMillan and Talwar, "Hiding among the
+clones" (FOCS 2021, Thm 3.1)::
 
     eps_c <= ln(1 + (e^eps0 - 1)/(e^eps0 + 1) * (8 sqrt(e^eps0 ln(4/delta) / n) + 8 e^eps0 / n))
 
@@ -20,11 +21,11 @@ from ..core.errors import OutOfDomainError, ValidationError
 
 __all__ = ["central_epsilon", "min_batch_size", "ACCOUNTANT"]
 
-try:  # pragma: no cover - depends on the accounting branch being merged
+try:
     from ..accounting import min_users_for as _min_users_for  # type: ignore
     from ..accounting import shuffle_amplification as _shuffle_amplification  # type: ignore
     ACCOUNTANT = "shuffledp.accounting"
-except ImportError:  # the fallback below
+except ImportError:  # pragma: no cover - the fallback below
     _min_users_for = None
     _shuffle_amplification = None
     ACCOUNTANT = "FMT21 closed form (service fallback)"
@@ -42,7 +43,7 @@ def central_epsilon(eps0: float, n: int, delta: float) -> tuple[float, str]:
     """eps_c of a shuffled batch of ``n`` eps0-LDP reports at ``delta``; returns (eps_c, method)."""
     if not math.isfinite(eps0):
         return math.inf, "no local randomization (test mechanism): no privacy"
-    if _shuffle_amplification is not None:  # pragma: no cover
+    if _shuffle_amplification is not None:
         if n < 1:
             return eps0, "no reports"
         try:  # FMT21 numerical clone bound: valid for every eps0-LDP randomizer
@@ -67,7 +68,7 @@ def min_batch_size(eps0: float, eps_c: float, delta: float, n_max: int = 10**8) 
     if not math.isfinite(eps0):
         raise ValidationError("a mechanism without local randomization cannot reach a central target",
                               parameter="target_central")
-    if _min_users_for is not None:  # pragma: no cover
+    if _min_users_for is not None:
         try:
             n = int(_min_users_for(eps0, eps_c, delta, method="clones"))
         except OutOfDomainError as e:

@@ -34,8 +34,15 @@ def in_process_estimate(cfg, plaintexts: np.ndarray):
 
 def run_demo(n: int = 100_000, d: int = 16, epsilon: float = 2.0, mechanism: str = "grr", eps_central: float = 1.0,
              delta: float = 1e-8, zipf: float = 1.1, sdk_clients: int = 50, out_dir: str | Path = "out/demo",
-             upload_batch: int = 5000, data_seed: int = 1, progress=None) -> dict[str, Any]:
-    """Run the demo; returns a dict with truth, estimates, privacy statement, timings, report path."""
+             upload_batch: int = 5000, data_seed: int = 1, progress=None, forward_timeout: float = 600.0,
+             aggregate_deadline: float = 1800.0) -> dict[str, Any]:
+    """Run the demo; returns a dict with truth, estimates, privacy statement, timings, report path.
+
+    The whole population is released as one batch, which the analyzer opens in roughly 10–40 s at
+    n = 10^5 depending on machine load. ``forward_timeout`` is therefore long. If a forward still
+    times out, the shuffler's batcher re-forwards it (idempotently), and the demo waits until the
+    analyzer has aggregated all ``n`` reports, for at most ``aggregate_deadline`` seconds.
+    """
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
     say = progress or (lambda msg: None)
@@ -44,7 +51,8 @@ def run_demo(n: int = 100_000, d: int = 16, epsilon: float = 2.0, mechanism: str
     x = rng.choice(d, size=n, p=w / w.sum())
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="shuffledp-demo-") as tmp, Deployment(Path(tmp)) as dep:
+    with tempfile.TemporaryDirectory(prefix="shuffledp-demo-") as tmp, \
+            Deployment(Path(tmp), forward_timeout=forward_timeout) as dep:
         say(f"services up: analyzer {dep.analyzer.url}, shuffler {dep.shuffler.url} (SQLite in {tmp})")
         created = dep.create_task({
             "name": "demo", "mechanism": {"kind": "frequency", "name": mechanism, "epsilon": epsilon,
@@ -83,6 +91,12 @@ def run_demo(n: int = 100_000, d: int = 16, epsilon: float = 2.0, mechanism: str
         say(f"{acked + sdk_clients:,} reports acknowledged by the shuffler")
         t0 = time.perf_counter()
         tick = dep.tick(close_current=True)
+        deadline = time.monotonic() + aggregate_deadline
+        while (got := dep.analyzer_stats(created["task_id"]).get("received", 0)) < n:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the analyzer aggregated {got:,} of {n:,} reports within {aggregate_deadline:g} s; "
+                                   f"shuffler counters {dep.counters(created['task_id'])}")
+            time.sleep(0.5)  # a timed-out forward is retried by the shuffler's batcher (idempotent PUT)
         timings["release_forward_aggregate_s"] = time.perf_counter() - t0
         counters = dep.counters(created["task_id"])
         r = dep.estimates(created["task_id"])

@@ -185,7 +185,9 @@ class HistKR(_PureOracleMixin, HistogramProtocol):
                 raise OutOfDomainError(f"hist_kr with bound='closed_form' (BBGN19 Thm 3.1) needs epsilon <= 1, got "
                                        f"{eps!r}; use bound='hoeffding' or 'bennett' for larger epsilon",
                                        parameter="epsilon")
-            gamma = d * blanket_required(eps, delta) / (n - 1)
+            # a hair more blanket than required, so the forward bound at epsilon = 1 does not land
+            # 1 ulp outside Thm 3.1's domain (eps_c <= 1); more blanket is always safe
+            gamma = d * blanket_required(eps, delta) / (n - 1) * (1.0 + 1e-12)
             if gamma >= 1.0:
                 n_min = math.floor(d * blanket_required(eps, delta)) + 2
                 raise OutOfDomainError(f"hist_kr cannot reach epsilon={eps!r}, delta={delta!r} with n={n}, d={d}: "

@@ -61,6 +61,9 @@ def blanket_gamma(k: int, epsilon: float, delta: float, n: int) -> float:
     if n < 2:
         raise OutOfDomainError("the privacy blanket needs n >= 2", parameter="n")
     g = max(14.0 * k * math.log(2.0 / delta) / ((n - 1) * epsilon**2), 27.0 * k / ((n - 1) * epsilon))
+    # a hair more blanket than the formula: at epsilon = 1 the forward bound must not land at
+    # 1 + 1 ulp, outside Thm 3.1's domain (more blanket is always safe)
+    g *= 1.0 + 1e-12
     if not g < 1.0:
         raise OutOfDomainError(f"blanket probability gamma = {g:.4g} >= 1 for a {k}-ary RR at epsilon={epsilon!r}, "
                                f"delta={delta!r}, n={n}: too few users for this precision", parameter="n")
@@ -198,7 +201,7 @@ class RSumRR(_SumProtocol):
             return
         self.eps_bit = self.epsilon / self.r
         self.delta_bit = self.delta / (self.r * math.exp(self.epsilon))
-        opts: dict[str, Any] = {"randomizer": "binary_rr"} if accounting == "clones" else {}
+        opts: dict[str, Any] = {"randomizer": "binary_rr"} if accounting == "clones" else {"form": "exact"} if accounting == "cheu2019" else {}
         N = self.n * self.r
         if accounting == "cheu_cor47":
             from .counting import CntRR
@@ -286,7 +289,7 @@ class RSumRR(_SumProtocol):
                                                                          0.999999), "shuffle",
                                     note=f"rsum_rr: Cheu Thm 5.4, advanced composition of r={self.r} bit-sum copies "
                                          f"(Cor. 4.7 eps {e_copy:.4g} each)")
-        opts: dict[str, Any] = {"randomizer": "binary_rr"} if self.accounting == "clones" else {}
+        opts: dict[str, Any] = {"randomizer": "binary_rr"} if self.accounting == "clones" else {"form": "exact"} if self.accounting == "cheu2019" else {}
         try:
             if self.accounting == "cheu_cor47":
                 from .counting import cheu_corollary47_epsilon

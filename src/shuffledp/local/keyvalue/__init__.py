@@ -1,4 +1,5 @@
-"""Key-value data collection under LDP: PrivKV(M), KVUE, KVOH, PCKV-UE/GRR, LDPKV-approx, HISKV.
+"""Key-value data collection under LDP: PrivKV(M), KVUE, KVOH, PCKV-UE/GRR, LDPKV-approx, HISKV and the
+RAPPOR+Harmony baseline.
 
 Entry point: :func:`keyvalue_mechanism` builds a mechanism by name.
 """
@@ -11,13 +12,14 @@ from ...core.errors import ValidationError
 from .base import KeyValueEstimate, KeyValueMechanism
 from .data import KeyValueData, as_keyvalue_data, discretize, padding_sample, uniform_key_sample
 from .padding import HISKV, OETL, PCKVGRR, PCKVUE, PaddingSamplingKeyValue, hiskv_cell_probabilities
+from .rappor_harmony import RapporHarmony
 from .uniform import KVOH, KVUE, LDPKVApprox, PrivKV, PrivKVM, UniformSamplingKeyValue
 
 __all__ = [
     "KeyValueData", "KeyValueEstimate", "KeyValueMechanism", "as_keyvalue_data", "discretize",
     "padding_sample", "uniform_key_sample", "PrivKV", "PrivKVM", "KVUE", "KVOH", "LDPKVApprox",
     "PCKVUE", "PCKVGRR", "HISKV", "OETL", "hiskv_cell_probabilities", "UniformSamplingKeyValue",
-    "PaddingSamplingKeyValue", "KEYVALUE_MECHANISMS", "keyvalue_mechanism",
+    "PaddingSamplingKeyValue", "RapporHarmony", "KEYVALUE_MECHANISMS", "keyvalue_mechanism",
 ]
 
 KEYVALUE_MECHANISMS: dict[str, type[KeyValueMechanism]] = {
@@ -29,6 +31,7 @@ KEYVALUE_MECHANISMS: dict[str, type[KeyValueMechanism]] = {
     "pckv-grr": PCKVGRR,
     "ldpkv": LDPKVApprox,
     "hiskv": HISKV,
+    "rappor-harmony": RapporHarmony,
 }
 
 
