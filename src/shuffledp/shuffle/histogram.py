@@ -22,7 +22,7 @@ pucm       public-coin count-min P^CM                                  Ghazi et 
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -47,6 +47,11 @@ _CELLS = 1 << 22  # cells per chunk on O(n * d) client paths
 def blanket_required(epsilon: float, delta: float) -> float:
     """Blanket size per value needed by BBGN19 Thm 3.1: ``max(14 ln(2/delta)/eps^2, 27/eps)``."""
     return max(14.0 * math.log(2.0 / delta) / epsilon**2, 27.0 / epsilon)
+
+
+#: relative extra blanket used when calibrating, so that the forward bound evaluated in floating
+#: point does not land an ulp above the target (and, at eps = 1, outside Thm 3.1's domain)
+_MARGIN = 1.0 + 1e-12
 
 
 def blanket_epsilon(c: float, delta: float) -> float:
@@ -275,7 +280,7 @@ class HistMM(HistogramProtocol):
         if n < n_min:
             raise OutOfDomainError(f"hist_mm needs n >= 400 ln(4/delta)/epsilon^2 = {math.ceil(n_min)} users "
                                    f"for epsilon={eps!r}, delta={delta!r}; got n={n}", parameter="n")
-        self.one_minus_p = 200.0 * math.log(4.0 / delta) / (eps**2 * n)
+        self.one_minus_p = 200.0 * math.log(4.0 / delta) / (eps**2 * n) * _MARGIN  # eps' stays <= 1 at eps = 2
         self.p = 1.0 - self.one_minus_p
 
     def encode(self, values: Any, rng: np.random.Generator) -> Messages:
@@ -365,7 +370,7 @@ class SLH(_PureOracleMixin, HistogramProtocol):
         if n < 2:
             raise ValidationError("slh needs n >= 2 users", parameter="n")
         if variant == "optimal":
-            m = (n - 1) / blanket_required(eps, delta)
+            m = (n - 1) / (blanket_required(eps, delta) * _MARGIN)
             g = int(math.floor((m + 2.0) / 3.0))
             if g < 2 or m + 1.0 - g <= 1.0:
                 raise OutOfDomainError(f"slh cannot reach epsilon={eps!r}, delta={delta!r} with n={n}: the blanket "
@@ -373,7 +378,7 @@ class SLH(_PureOracleMixin, HistogramProtocol):
             eps_l = math.log(m + 1.0 - g)
         else:
             # m(u) = u^2 + round(u + 1) - 1 with u = e^{eps_l/2}; need 2*blanket_eps((n-1)/m) <= eps
-            M = (n - 1) / blanket_required(eps / 2.0, delta)
+            M = (n - 1) / (blanket_required(eps / 2.0, delta) * _MARGIN)
 
             def m_of(u: float) -> float:
                 return u * u + round(u + 1.0) - 1.0
@@ -495,7 +500,7 @@ class MURS(_PureOracleMixin, HistogramProtocol):
             raise OutOfDomainError(f"murs uses BBGN19 Thm 3.1 and needs epsilon <= 1, got {eps!r}", parameter="epsilon")
         if n < 2:
             raise ValidationError("murs needs n >= 2 users", parameter="n")
-        self._c_req = blanket_required(eps, delta)
+        self._c_req = blanket_required(eps, delta) * _MARGIN
 
         grr = self._solve(self.d)  # (eps_l, var) or None
         olh = self._best_olh() if oracle in ("auto", "olh") else None

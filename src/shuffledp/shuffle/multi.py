@@ -301,7 +301,7 @@ class SampleOne(_Multi):
                                    parameter="epsilon")
         if n < 2:
             raise ValidationError("sample_one needs n >= 2 users", parameter="n")
-        c_req = blanket_required(eps, delta)
+        c_req = blanket_required(eps, delta) * (1.0 + 1e-12)  # a hair more blanket: see histogram._MARGIN
         gam = [self.k * da * c_req / (n - 1) for da in self.dims]
         if max(gam) >= 1.0:
             n_min = math.floor(self.k * max(self.dims) * c_req) + 2
