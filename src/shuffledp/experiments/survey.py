@@ -360,6 +360,22 @@ def _best_time(proto: Protocol, batch: dict, repeats: int) -> tuple[float, Any]:
     return best, stat
 
 
+def _estimate_time(proto: Protocol, stat: Any, m: int, repeats: int) -> float:
+    """Best time of ``estimate`` after one warm-up call (which fills the memoized privacy
+    statement: accounting depends on n only, it is not per-data analyzer work); 0 if the
+    n-calibrated estimator refuses m < n users."""
+    try:
+        proto.estimate(stat, m)
+    except Exception:  # noqa: BLE001
+        return 0.0
+    best = math.inf
+    for _ in range(max(1, repeats)):
+        t0 = time.perf_counter()
+        proto.estimate(stat, m)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 def _timing(proto: Protocol, values: np.ndarray, n: int, cfg: SurveyConfig,
             rng: np.random.Generator) -> dict[str, Any]:
     """Analyzer time and communication from a real encoded (+ shuffled) batch of bounded size."""
@@ -376,12 +392,7 @@ def _timing(proto: Protocol, values: np.ndarray, n: int, cfg: SurveyConfig,
     n_batch = n_messages(batch)
     fakes = n_batch - user_msgs
     t_full, stat = _best_time(proto, batch, cfg.timing_repeats)
-    t0 = time.perf_counter()
-    try:
-        proto.estimate(stat, m)
-        t_est = time.perf_counter() - t0
-    except Exception:  # noqa: BLE001 - an n-calibrated estimator may refuse m < n users
-        t_est = 0.0
+    t_est = _estimate_time(proto, stat, m, cfg.timing_repeats)
     mpu = user_msgs / m
     total = mpu * n + fakes
     if m == n:
