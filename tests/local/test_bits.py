@@ -57,3 +57,14 @@ def test_dyadic_rounding_and_errors():
         bernoulli_packed(2, 8, 0.1, np.random.default_rng(0))  # 0.1 is not dyadic
     with pytest.raises(ValidationError):
         packed_column_sums(np.zeros((2, 3), dtype=np.uint8), 8)
+
+
+def test_bernoulli_packed_is_unbiased_with_a_32_bit_generator():
+    """MT19937's random_raw yields 32-bit values; the sampler must still fill all 64 bits of a word."""
+    from shuffledp.local.bits import bernoulli_packed, dyadic
+
+    rng = np.random.Generator(np.random.MT19937(5))
+    q = dyadic(0.25, 20)
+    bits = np.unpackbits(bernoulli_packed(20_000, 64, q, rng), axis=1)
+    col = bits.mean(axis=0)  # each of the 64 bit positions: mean q, sd sqrt(q(1-q)/20000) = 0.0031
+    assert np.all(np.abs(col - q) < 6 * np.sqrt(q * (1 - q) / 20_000)), col

@@ -64,6 +64,7 @@ from ..core.privacy import PrivacyStatement, round_up
 from ..core.validation import check_int_values, check_positive_int
 from .base import DEFAULT_CHUNK, FrequencyOracle, Reports
 from .bits import bernoulli_packed, dyadic
+from .packed import random_words
 from .hadamard import fwht
 
 __all__ = ["HashFamily", "TabulationHashFamily", "ExplicitHashFamily", "lazy_bernoulli_packed", "CountMeanSketch", "HadamardCountMeanSketch", "grouped_bit_sums"]
@@ -240,7 +241,7 @@ def lazy_bernoulli_packed(n_rows: int, n_bits: int, q: float, rng: np.random.Gen
     if q <= 0.0 or q >= 1.0:
         return bernoulli_packed(n_rows, n_bits, q, rng)
     digits = _dyadic_digits(q)
-    bitgen = rng.bit_generator
+    draw = random_words(rng)  # full 64-bit words for any bit generator (MT19937's raw is 32-bit)
     size = n_rows * n_words
     result = np.zeros(size, dtype=np.uint64)
     undecided = np.full(size, np.uint64(0xFFFFFFFFFFFFFFFF))
@@ -258,7 +259,7 @@ def lazy_bernoulli_packed(n_rows: int, n_bits: int, q: float, rng: np.random.Gen
                 break
         cur_r, cur_d = (result, undecided) if idx is None else (res_c, und_c)
         # u's set bits mark U digit 0 (u is fair, so reading it inverted is the same law)
-        u = bitgen.random_raw(cur_d.size).astype(np.uint64, copy=False)
+        u = draw(cur_d.size).astype(np.uint64, copy=False)
         if b:
             t = tmp[:cur_d.size]
             np.bitwise_and(cur_d, u, out=t)  # U digit 0 < q digit 1: decided 1

@@ -23,6 +23,7 @@ import math
 import numpy as np
 
 from ..core.errors import ValidationError
+from .packed import random_words
 
 __all__ = ["dyadic", "bernoulli_packed", "packed_column_sums", "set_bits", "packed_bits_at",
            "unpack_rows", "DEFAULT_PRECISION"]
@@ -73,11 +74,11 @@ def bernoulli_packed(n_rows: int, n_bits: int, q: float, rng: np.random.Generato
         return np.zeros((n_rows, n_bytes), dtype=np.uint8)
     else:
         digits = _dyadic_digits(q)
-        bitgen = rng.bit_generator
+        draw = random_words(rng)  # full 64-bit words for any bit generator (MT19937's raw is 32-bit)
         size = n_rows * n_words
-        x = bitgen.random_raw(size).astype(np.uint64, copy=False)  # digit b_K = 1 (last digit)
+        x = draw(size).astype(np.uint64, copy=False)  # digit b_K = 1 (last digit)
         for b in reversed(digits[:-1]):
-            w = bitgen.random_raw(size).astype(np.uint64, copy=False)
+            w = draw(size).astype(np.uint64, copy=False)
             if b:
                 np.bitwise_or(x, w, out=x)
             else:

@@ -10,6 +10,7 @@ import numpy as np
 from ..core.errors import ValidationError
 from ..core.estimate import Estimate
 from .base import FrequencyOracle, Reports
+from .packed import random_words
 
 __all__ = ["SubsetSelection"]
 
@@ -90,7 +91,7 @@ class SubsetSelection(FrequencyOracle):
         include = rng.random(c) < self.p_star
         k = w - include.astype(np.int64)
         thr = min(255, max(0, int(round(256 * w / m))))
-        raw = rng.bit_generator.random_raw((c * d + 7) // 8).view(np.uint8)[: c * d]
+        raw = random_words(rng)((c * d + 7) // 8).view(np.uint8)[: c * d]  # 64-bit words for any bit generator
         mask = (raw < thr).reshape(c, d)
         rows = np.arange(c)
         mask[rows, x] = False
