@@ -152,7 +152,7 @@ def test_tiny_survey_end_to_end(tmp_path):
         assert png[:8] == b"\x89PNG\r\n\x1a\n"
     page = report.read_text(encoding="utf-8")
     assert "Cnt_SGM has the smallest RMSE among shuffle counting protocols" in page
-    assert "fig07a.png" in page and "skipped or partial points" in page
+    assert "fig07a.png" in page and "skipped or partial points" in page and "numbers (RMSE" in page
     rows = {r["method"]: r for r in read_csv(cfg.outdir / "fig07a.csv")}
     # exact simulation path: RMSE of an unbiased estimator matches sqrt(variance) (chi-square band)
     r = rows["cnt_rr"]
