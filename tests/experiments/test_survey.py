@@ -152,7 +152,7 @@ def test_tiny_survey_end_to_end(tmp_path):
         assert png[:8] == b"\x89PNG\r\n\x1a\n"
     page = report.read_text(encoding="utf-8")
     assert "Cnt_SGM has the smallest RMSE among shuffle counting protocols" in page
-    assert "fig07a.png" in page and "skipped or partial points" in page
+    assert "fig07a.png" in page and "skipped or partial points" in page and "numbers (RMSE" in page
     rows = {r["method"]: r for r in read_csv(cfg.outdir / "fig07a.csv")}
     # exact simulation path: RMSE of an unbiased estimator matches sqrt(variance) (chi-square band)
     r = rows["cnt_rr"]
@@ -407,3 +407,19 @@ def test_lowest_compute_allows_timer_ties_but_not_real_gaps():
     assert [c for _, c in _verdicts({"fig07a": rows})["7a-2m"].checks][2] is True
     rows[3] = _row("cnt_2m", "cnt_2m", 30, 0.005, 1.5, 1.5)  # x1.67 slower: not the lowest
     assert [c for _, c in _verdicts({"fig07a": rows})["7a-2m"].checks][2] is False
+
+
+def test_cli_is_registered_and_needs_exactly_one_mode():
+    import typer
+    from typer.testing import CliRunner
+
+    from shuffledp.experiments import survey_cli
+
+    app, exp = typer.Typer(), typer.Typer()
+    app.add_typer(exp, name="experiment")
+    survey_cli.register(app, exp)
+    runner = CliRunner()
+    assert "--quick" in runner.invoke(app, ["experiment", "survey", "--help"]).output
+    for args in ([], ["--quick", "--full"]):
+        res = runner.invoke(app, ["experiment", "survey", *args])
+        assert res.exit_code == 2 and "exactly one of --quick or --full" in res.output

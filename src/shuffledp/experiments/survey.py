@@ -668,6 +668,7 @@ def write_report(cfg: SurveyConfig, all_rows: dict[str, list[dict]], verdicts: l
                 h.append(f"<tr><td>{esc(v.claim)}{zh}</td><td style='background:{_COLORS.get(v.status, '#fff')}'>"
                          f"{esc(v.status)}</td><td>{esc(v.evidence)}</td></tr>")
         h.append("</table></div>")
+        h.append(_numbers_table(fig, rows))
         skipped = [r for r in rows if r["status"] != "ok"]
         if skipped:
             h.append("<details><summary>" + f"{len(skipped)} skipped or partial points</summary><ul>")
@@ -679,6 +680,31 @@ def write_report(cfg: SurveyConfig, all_rows: dict[str, list[dict]], verdicts: l
     path = cfg.outdir / "index.html"
     path.write_text("\n".join(h), encoding="utf-8")
     return path
+
+
+def _numbers_table(fig: FigureSpec, rows: list[dict]) -> str:
+    """RMSE / analyzer time / messages per user of every method at every x, as an HTML table."""
+    esc = html.escape
+    xs = list(dict.fromkeys(r["x"] for r in rows))
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    if fig.x_name == "method":
+        xs = [None]
+    out = ["<details><summary>numbers (RMSE / analyzer s / messages per user)</summary><table><tr><th>method</th>"]
+    out += [f"<th>{esc(fig.x_name)}={esc(str(x))}</th>" for x in xs if x is not None] or ["<th>value</th>"]
+    out.append("</tr>")
+    for m in methods:
+        out.append(f"<tr><td>{esc(LABELS.get(m, m))}</td>")
+        for x in xs:
+            r = next((r for r in rows if r["method"] == m and (x is None or r["x"] == x)), None)
+            if r is None or r["status"] == "skipped":
+                out.append("<td>skipped</td>")
+                continue
+            cell = " / ".join("-" if _isnan(r[k]) else f"{r[k]:.3g}" for k in ("rmse", "analyzer_s",
+                                                                              "messages_per_user"))
+            out.append(f"<td>{esc(cell)}</td>")
+        out.append("</tr>")
+    out.append("</table></details>")
+    return "".join(out)
 
 
 def run_survey(cfg: SurveyConfig, console: Any = None, *, factory: Factory | None = None,
