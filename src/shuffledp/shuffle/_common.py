@@ -34,6 +34,14 @@ __all__ = [
 
 # ----------------------------------------------------------------------------- inputs
 
+def split_and_mix_sigma_at(n_messages: int, n: int, modulus: int, design_sigma: float, design_n: int) -> float:
+    """Statistical security (bits) of split-and-mix with ``n_messages`` shares per user among ``n``
+    users over Z_modulus (survey Thm 9 / IKOS: sigma = ((m - 1)(log2 n - log2 e) - log2 q) / 2),
+    capped at the design value when ``n`` is at least the design ``n``. <= 0 means insecure."""
+    sigma = ((n_messages - 1) * (math.log2(n) - math.log2(math.e)) - math.log2(modulus)) / 2.0
+    return min(sigma, float(design_sigma)) if n >= design_n else sigma
+
+
 def check_bits(values: Any, name: str = "values") -> np.ndarray:
     """Users' bits: a 1-D array of 0/1 (ints or bools). Returns int64.
 

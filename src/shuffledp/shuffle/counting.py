@@ -31,7 +31,8 @@ from ..core.errors import OutOfDomainError, ValidationError
 from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
 from ..core.validation import check_int_values, check_positive_int, check_real
-from ._common import BinaryRRRandomizer, check_bits, check_statistic, scalar_estimate, shift_hockey_stick
+from ._common import (BinaryRRRandomizer, check_bits, check_statistic, scalar_estimate, shift_hockey_stick,
+                      split_and_mix_sigma_at)
 from .base import Messages, Protocol
 
 __all__ = ["CntRR", "Cnt2M", "CntBN", "CntSGM", "PROTOCOLS", "cheu_corollary47_epsilon", "cheu_lemma48_lambda"]
@@ -485,8 +486,7 @@ class CntSGM(Protocol):
         if n < honest_needed or n < 3:
             return PrivacyStatement(math.inf, 0.0, "shuffle", note=f"cnt_sgm: fewer than gamma*n users at n={n}")
         # security of m shares among n parties (BBGN CCS'20 bound solved for sigma)
-        sigma = ((self.n_messages - 1) * (math.log2(n) - math.log2(math.e)) - math.log2(self.modulus)) / 2.0
-        sigma = min(sigma, float(self.sigma)) if n >= self.n else sigma
+        sigma = split_and_mix_sigma_at(self.n_messages, n, self.modulus, self.sigma, self.n)
         if sigma <= 0:
             return PrivacyStatement(math.inf, 0.0, "shuffle", note=f"cnt_sgm: split-and-mix insecure at n={n}")
         extra = split_and_mix_delta(self.epsilon, sigma)

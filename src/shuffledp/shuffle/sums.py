@@ -40,7 +40,7 @@ from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
 from ..core.validation import check_positive_int, check_real
 from ._common import (check_statistic, check_unit_values, krr_report_variance, krr_sum_given_levels,
-                      randomized_rounding, rounding_parts, scalar_estimate)
+                      randomized_rounding, rounding_parts, scalar_estimate, split_and_mix_sigma_at)
 from .base import Messages, Protocol, bits_for
 
 __all__ = ["RSumRR", "RSumKR", "RSumRM", "RSumDSG", "PROTOCOLS", "blanket_gamma"]
@@ -748,8 +748,7 @@ class RSumDSG(_SumProtocol):
         honest_needed = self.gamma * self.n
         if n < honest_needed or n < 3:
             return PrivacyStatement(math.inf, 0.0, "shuffle", note=f"rsum_dsg: fewer than gamma*n users at n={n}")
-        sigma = ((self.n_messages - 1) * (math.log2(n) - math.log2(math.e)) - math.log2(self.modulus)) / 2.0
-        sigma = min(sigma, float(self.sigma)) if n >= self.n else sigma
+        sigma = split_and_mix_sigma_at(self.n_messages, n, self.modulus, self.sigma, self.n)
         extra = split_and_mix_delta(self.epsilon, sigma) if sigma > 0 else 1.0
         if extra >= 1.0:
             return PrivacyStatement(math.inf, 0.0, "shuffle", note=f"rsum_dsg: split-and-mix insecure at n={n}")
