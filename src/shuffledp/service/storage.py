@@ -53,6 +53,7 @@ shuffler_batches = Table(
     Column("next_attempt_at", Float, nullable=False, default=0.0),
     Column("last_error", Text),
     Index("ix_batches_state", "state"),
+    Index("ix_shuffler_batches_task", "task_id", "state", "window"),
 )
 shuffler_batch_items = Table(
     "shuffler_batch_items", metadata,
@@ -93,6 +94,7 @@ analyzer_batches = Table(
     Column("n_received", Integer, nullable=False),
     Column("n_valid", Integer, nullable=False),
     Column("result", Text, nullable=False),
+    Index("ix_analyzer_batches_window", "task_id", "window"),
 )
 analyzer_report_ids = Table(
     "analyzer_report_ids", metadata,
@@ -100,6 +102,15 @@ analyzer_report_ids = Table(
     Column("report_id", LargeBinary(16), nullable=False),
     Column("batch_id", LargeBinary(32), nullable=False),
     PrimaryKeyConstraint("task_id", "report_id"),
+    Index("ix_report_ids_batch", "task_id", "batch_id"),
+)
+# retention (migration 0002): replay rows of batches with window < purged_before_window are deleted,
+# and reports that could belong to them are refused from then on (service/retention.py)
+analyzer_retention = Table(
+    "analyzer_retention", metadata,
+    Column("task_id", LargeBinary(32), primary_key=True),
+    Column("purged_before_window", BigInteger, nullable=False),
+    Column("report_ids_deleted", BigInteger, nullable=False),
 )
 analyzer_aggregates = Table(
     "analyzer_aggregates", metadata,
