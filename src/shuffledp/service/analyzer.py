@@ -41,12 +41,13 @@ from ..core.errors import ValidationError
 from ..core.privacy import PrivacyStatement
 from ..local.base import take_reports
 from .config import TaskConfig, create_task_config
-from .hpke import AEAD_AES_128_GCM, AEAD_CHACHA20_POLY1305, KDF_HKDF_SHA256, HpkeError, generate_key_pair
+from .hpke import AEAD_AES_128_GCM, AEAD_CHACHA20_POLY1305, KDF_HKDF_SHA256, generate_key_pair
 from .http_common import Problem, check_bearer, install_problem_handlers, verify_signature
 from .retention import analyzer_purge_before, refused_time_limit
 from .storage import (analyzer_aggregates, analyzer_batches, analyzer_keys, analyzer_ledger, analyzer_queries,
-                      analyzer_report_ids, analyzer_retention, analyzer_tasks, insert_ignore, make_engine, upgrade)
-from .wire import DecodeError, KeyConfig, batch_id, decode_batch, encode_key_list, open_report
+                      analyzer_report_ids, analyzer_retention, analyzer_tasks, existing_report_ids, insert_report_ids,
+                      make_engine, upgrade)
+from .wire import DecodeError, KeyConfig, batch_id, decode_batch, encode_key_list, open_reports
 
 __all__ = ["AnalyzerState", "create_analyzer_app", "ingest_batch"]
 
@@ -221,20 +222,15 @@ def ingest_batch(state: AnalyzerState, task_id: bytes, bid: bytes, body: bytes) 
     L = cfg.report_schema.length
     counts = {"decrypt_error": 0, "decode_error": 0, "replayed": 0, "out_of_window": 0, "invalid_value": 0,
               "expired": 0}
-    pts: list[bytes] = []
-    for env in b.envelopes:
-        try:
-            pt = open_report(env, state.private_keys, task_id, cfg.digest, b.crowd_id)
-        except HpkeError:
-            counts["decrypt_error"] += 1
-            continue
-        except DecodeError:
-            counts["decode_error"] += 1
-            continue
-        if len(pt) != L:
-            counts["decode_error"] += 1
-            continue
-        pts.append(pt)
+    # one HPKE context per report; the config digest and everything else that does not depend on
+    # the report is computed once per batch (wire.open_reports)
+    opened, n_dec, n_fmt = open_reports(b.envelopes, state.private_keys, task_id, cfg.digest, b.crowd_id)
+    counts["decrypt_error"] += n_dec
+    counts["decode_error"] += n_fmt
+    pts = [pt for pt in opened if pt is not None]
+    if any(len(pt) != L for pt in pts):
+        counts["decode_error"] += sum(len(pt) != L for pt in pts)
+        pts = [pt for pt in pts if len(pt) == L]
     rows = np.frombuffer(b"".join(pts), dtype=np.uint8).reshape(len(pts), L)
     version_ok = rows[:, 0] == 1 if len(pts) else np.zeros(0, bool)
     counts["decode_error"] += int((~version_ok).sum())
@@ -271,20 +267,15 @@ def ingest_batch(state: AnalyzerState, task_id: bytes, bid: bytes, body: bytes) 
             counts["expired"] = int(too_old.sum())
             valid &= ~too_old
         cand = np.flatnonzero(valid)
-        cand_ids = [bytes(ids[i]) for i in cand]
-        seen: set[bytes] = set()
-        for s in range(0, len(cand_ids), 5000):
-            chunk = cand_ids[s:s + 5000]
-            seen.update(r[0] for r in c.execute(select(analyzer_report_ids.c.report_id).where(
-                analyzer_report_ids.c.task_id == task_id, analyzer_report_ids.c.report_id.in_(chunk))))
+        idb = np.ascontiguousarray(ids[cand]).tobytes()
+        cand_ids = [idb[j:j + 16] for j in range(0, len(idb), 16)]
+        seen = existing_report_ids(c, task_id, cand_ids)
         if seen:
             keep = np.array([cid not in seen for cid in cand_ids], dtype=bool)
             counts["replayed"] += int((~keep).sum())
             valid[cand[~keep]] = False
             cand, cand_ids = cand[keep], [x for x, k in zip(cand_ids, keep) if k]
-        if cand_ids:
-            c.execute(insert_ignore(state.engine, analyzer_report_ids),
-                      [{"task_id": task_id, "report_id": r, "batch_id": bid} for r in cand_ids])
+        insert_report_ids(c, task_id, bid, cand_ids)
         n_valid = int(len(cand))
         if n_valid:
             stat = np.asarray(mech.aggregate(take_reports(reports, cand)))

@@ -18,7 +18,7 @@ from sqlalchemy import (BigInteger, Column, Float, Index, Integer, LargeBinary, 
                         String, Table, Text, create_engine, event)
 from sqlalchemy.engine import Engine
 
-__all__ = ["metadata", "make_engine", "upgrade", "insert_ignore"]
+__all__ = ["metadata", "make_engine", "upgrade", "insert_ignore", "existing_report_ids", "insert_report_ids"]
 
 metadata = MetaData()
 
@@ -190,3 +190,33 @@ def insert_ignore(engine: Engine, table: Table):
     else:
         from sqlalchemy.dialects.sqlite import insert
     return insert(table).on_conflict_do_nothing()
+
+
+# ------------------------------------------------------------------ analyzer hot path (driver SQL)
+# One statement per batch and no per-value SQLAlchemy bind processing: these run once per report.
+def existing_report_ids(conn, task_id: bytes, report_ids: list[bytes]) -> set[bytes]:
+    """The subset of ``report_ids`` already recorded for ``task_id`` (replay check)."""
+    found: set[bytes] = set()
+    if not report_ids:
+        return found
+    if conn.dialect.name == "postgresql":
+        rows = conn.exec_driver_sql("SELECT report_id FROM analyzer_report_ids WHERE task_id = %s "
+                                    "AND report_id = ANY(%s)", (task_id, report_ids))
+        found.update(bytes(r[0]) for r in rows)
+        return found
+    step = 5000   # below SQLite's bound-variable limit
+    for s in range(0, len(report_ids), step):
+        chunk = report_ids[s:s + step]
+        rows = conn.exec_driver_sql("SELECT report_id FROM analyzer_report_ids WHERE task_id = ? AND report_id IN ("
+                                    + ",".join("?" * len(chunk)) + ")", (task_id, *chunk))
+        found.update(bytes(r[0]) for r in rows)
+    return found
+
+
+def insert_report_ids(conn, task_id: bytes, batch_id: bytes, report_ids: list[bytes]) -> None:
+    """Record ``report_ids`` as used by ``task_id`` (one executemany; duplicates ignored)."""
+    if not report_ids:
+        return
+    ph = "%s" if conn.dialect.name == "postgresql" else "?"
+    conn.exec_driver_sql(f"INSERT INTO analyzer_report_ids (task_id, report_id, batch_id) VALUES ({ph}, {ph}, {ph}) "
+                         "ON CONFLICT DO NOTHING", [(task_id, r, batch_id) for r in report_ids])
