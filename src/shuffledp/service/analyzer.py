@@ -15,6 +15,9 @@ Endpoints (FastAPI):
   the privacy statement. In central mode exact integer noise is added per query and the query
   budget is debited (refused when exhausted).
 - ``GET /v1/tasks/{t}/privacy`` — the ledger.
+- ``POST /v1/admin/retention`` (admin bearer) — delete per-report replay rows past retention
+  (also run every ``retention_every`` seconds by a background thread); the aggregates, the ledger
+  and the batch rows are kept. Rules: ``service/retention.py``.
 
 Privacy: the analyzer sees shuffled batches only; every query over them is post-processing of
 the batches' shuffle-model guarantee (recorded per batch in the ledger).
@@ -23,8 +26,10 @@ the batches' shuffle-model guarantee (recorded per batch in the ledger).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -36,22 +41,31 @@ from ..core.errors import ValidationError
 from ..core.privacy import PrivacyStatement
 from ..local.base import take_reports
 from .config import TaskConfig, create_task_config
-from .hpke import AEAD_AES_128_GCM, AEAD_CHACHA20_POLY1305, KDF_HKDF_SHA256, HpkeError, generate_key_pair
+from .hpke import AEAD_AES_128_GCM, AEAD_CHACHA20_POLY1305, KDF_HKDF_SHA256, generate_key_pair
 from .http_common import Problem, check_bearer, install_problem_handlers, verify_signature
+from .retention import analyzer_purge_before, refused_time_limit
 from .storage import (analyzer_aggregates, analyzer_batches, analyzer_keys, analyzer_ledger, analyzer_queries,
-                      analyzer_report_ids, analyzer_tasks, insert_ignore, make_engine, upgrade)
-from .wire import DecodeError, KeyConfig, batch_id, decode_batch, encode_key_list, open_report
+                      analyzer_report_ids, analyzer_retention, analyzer_tasks, existing_report_ids, insert_report_ids,
+                      make_engine, upgrade)
+from .wire import DecodeError, KeyConfig, batch_id, decode_batch, encode_key_list, open_reports
 
 __all__ = ["AnalyzerState", "create_analyzer_app", "ingest_batch"]
 
 MAX_BATCH_BODY = 512 * 1024 * 1024
 
+log = logging.getLogger("shuffledp.service.analyzer")
+
 
 class AnalyzerState:
     """Everything the analyzer app holds: engine, secrets, caches of tasks and keys."""
 
-    def __init__(self, db_url: str, *, admin_token: str, collector_token: str, peer_secret: bytes) -> None:
+    def __init__(self, db_url: str, *, admin_token: str, collector_token: str, peer_secret: bytes,
+                 clock: Any = None, retention_every: float = 3600.0) -> None:
         self.engine = make_engine(db_url)
+        self.clock = clock or time.time      # injectable (tests); used only by retention
+        self.retention_every = retention_every
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
         upgrade(self.engine)
         self.admin_token, self.collector_token, self.peer_secret = admin_token, collector_token, peer_secret
         self.write_lock = threading.Lock()   # one writer (SQLite); PostgreSQL relies on constraints too
@@ -101,6 +115,56 @@ class AnalyzerState:
         with self.engine.begin() as c:
             c.execute(analyzer_tasks.insert().values(task_id=cfg.task_id, config=cfg.canonical().decode(),
                                                      config_digest=cfg.digest, active=1))
+
+    # ------------------------------------------------------------------ retention
+    def enforce_retention(self, now: float | None = None) -> dict:
+        """Delete the replay-check rows of batches past retention, per task; keep statistics and ledger.
+
+        For each task the watermark ``W = analyzer_purge_before(cfg, now)`` (only ever raised) is
+        committed in the same transaction as the deletion; from then on ingest refuses reports whose
+        time could belong to a purged batch (counted ``expired``), so a replay cannot slip through.
+        """
+        now = self.clock() if now is None else now
+        with self.engine.connect() as c:
+            tids = [r[0] for r in c.execute(select(analyzer_tasks.c.task_id))]
+        out: dict[str, dict] = {}
+        for task_id in tids:
+            cfg = self.task(task_id)
+            w = analyzer_purge_before(cfg, now)
+            with self.write_lock, self.engine.begin() as c:
+                row = c.execute(select(analyzer_retention).where(analyzer_retention.c.task_id == task_id)).first()
+                if row is not None and row.purged_before_window >= w:
+                    continue
+                old_batches = select(analyzer_batches.c.batch_id).where(
+                    analyzer_batches.c.task_id == task_id, analyzer_batches.c.window < w)
+                n = c.execute(analyzer_report_ids.delete().where(
+                    analyzer_report_ids.c.task_id == task_id,
+                    analyzer_report_ids.c.batch_id.in_(old_batches.scalar_subquery()))).rowcount or 0
+                if row is None:
+                    c.execute(analyzer_retention.insert().values(task_id=task_id, purged_before_window=w,
+                                                                 report_ids_deleted=n))
+                else:
+                    c.execute(update(analyzer_retention).where(analyzer_retention.c.task_id == task_id).values(
+                        purged_before_window=w, report_ids_deleted=analyzer_retention.c.report_ids_deleted + n))
+            out[task_id.hex()] = {"purged_before_window": w, "report_ids_deleted": int(n)}
+        return {"tasks": out}
+
+    def start(self) -> None:
+        if self.retention_every > 0 and self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="analyzer-retention", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.retention_every):
+            try:
+                self.enforce_retention()
+            except Exception as e:  # keep running; the state is in the DB
+                log.error("retention round failed: %s", type(e).__name__)
 
 
 def _statement_json(st: PrivacyStatement) -> dict:
@@ -156,21 +220,17 @@ def ingest_batch(state: AnalyzerState, task_id: bytes, bid: bytes, body: bytes) 
 
     # decrypt outside any transaction (CPU-bound)
     L = cfg.report_schema.length
-    counts = {"decrypt_error": 0, "decode_error": 0, "replayed": 0, "out_of_window": 0, "invalid_value": 0}
-    pts: list[bytes] = []
-    for env in b.envelopes:
-        try:
-            pt = open_report(env, state.private_keys, task_id, cfg.digest, b.crowd_id)
-        except HpkeError:
-            counts["decrypt_error"] += 1
-            continue
-        except DecodeError:
-            counts["decode_error"] += 1
-            continue
-        if len(pt) != L:
-            counts["decode_error"] += 1
-            continue
-        pts.append(pt)
+    counts = {"decrypt_error": 0, "decode_error": 0, "replayed": 0, "out_of_window": 0, "invalid_value": 0,
+              "expired": 0}
+    # one HPKE context per report; the config digest and everything else that does not depend on
+    # the report is computed once per batch (wire.open_reports)
+    opened, n_dec, n_fmt = open_reports(b.envelopes, state.private_keys, task_id, cfg.digest, b.crowd_id)
+    counts["decrypt_error"] += n_dec
+    counts["decode_error"] += n_fmt
+    pts = [pt for pt in opened if pt is not None]
+    if any(len(pt) != L for pt in pts):
+        counts["decode_error"] += sum(len(pt) != L for pt in pts)
+        pts = [pt for pt in pts if len(pt) == L]
     rows = np.frombuffer(b"".join(pts), dtype=np.uint8).reshape(len(pts), L)
     version_ok = rows[:, 0] == 1 if len(pts) else np.zeros(0, bool)
     counts["decode_error"] += int((~version_ok).sum())
@@ -199,21 +259,23 @@ def ingest_batch(state: AnalyzerState, task_id: bytes, bid: bytes, body: bytes) 
             # raced with an identical PUT that committed first
             return json.loads(c.execute(select(analyzer_batches.c.result)
                                         .where(analyzer_batches.c.batch_id == bid)).scalar_one())
+        wm = c.execute(select(analyzer_retention.c.purged_before_window).where(
+            analyzer_retention.c.task_id == task_id)).scalar()
+        if wm is not None:
+            # replay rows of purged batches are gone: refuse reports that could belong to them
+            too_old = valid & (times <= refused_time_limit(cfg, int(wm)))
+            counts["expired"] = int(too_old.sum())
+            valid &= ~too_old
         cand = np.flatnonzero(valid)
-        cand_ids = [bytes(ids[i]) for i in cand]
-        seen: set[bytes] = set()
-        for s in range(0, len(cand_ids), 5000):
-            chunk = cand_ids[s:s + 5000]
-            seen.update(r[0] for r in c.execute(select(analyzer_report_ids.c.report_id).where(
-                analyzer_report_ids.c.task_id == task_id, analyzer_report_ids.c.report_id.in_(chunk))))
+        idb = np.ascontiguousarray(ids[cand]).tobytes()
+        cand_ids = [idb[j:j + 16] for j in range(0, len(idb), 16)]
+        seen = existing_report_ids(c, task_id, cand_ids)
         if seen:
             keep = np.array([cid not in seen for cid in cand_ids], dtype=bool)
             counts["replayed"] += int((~keep).sum())
             valid[cand[~keep]] = False
             cand, cand_ids = cand[keep], [x for x, k in zip(cand_ids, keep) if k]
-        if cand_ids:
-            c.execute(insert_ignore(state.engine, analyzer_report_ids),
-                      [{"task_id": task_id, "report_id": r, "batch_id": bid} for r in cand_ids])
+        insert_report_ids(c, task_id, bid, cand_ids)
         n_valid = int(len(cand))
         if n_valid:
             stat = np.asarray(mech.aggregate(take_reports(reports, cand)))
@@ -334,7 +396,8 @@ def _central_release(state: AnalyzerState, cfg: TaskConfig, stat: np.ndarray, n:
 
 
 def create_analyzer_app(state: AnalyzerState) -> FastAPI:
-    app = FastAPI(title="shuffledp analyzer", docs_url=None, redoc_url=None)
+    app = FastAPI(title="shuffledp analyzer", docs_url=None, redoc_url=None,
+                  on_startup=[state.start], on_shutdown=[state.stop])
     install_problem_handlers(app)
     app.state.analyzer = state
 
@@ -365,6 +428,11 @@ def create_analyzer_app(state: AnalyzerState) -> FastAPI:
     def rotate(request: Request) -> dict:
         check_bearer(state.admin_token, request.headers.get("authorization"))
         return {"active_key_id": state.rotate_key()}
+
+    @app.post("/v1/admin/retention")
+    def admin_retention(request: Request) -> dict:
+        check_bearer(state.admin_token, request.headers.get("authorization"))
+        return state.enforce_retention()
 
     @app.post("/v1/tasks")
     async def create_task(request: Request) -> dict:

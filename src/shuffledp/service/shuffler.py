@@ -16,6 +16,11 @@
   after a 2xx; 5xx/timeouts/connection errors retry with exponential backoff and jitter;
   a 4xx marks the batch ``rejected`` (kept, never silently dropped).
 
+- Retention (``tick`` every ``retention_every`` seconds, or ``POST /v1/admin/retention``): pending
+  reports past both retention and ``max_wait_windows`` are deleted (counted), rejected batches lose
+  their envelopes; batches the analyzer has not acknowledged are never deleted. Rules:
+  ``service/retention.py``.
+
 Multi-shuffler by attribute: each shuffler may be registered for a subset of a task's crowds
 (``crowds`` in the registration); reports for other crowds are refused.
 """
@@ -52,7 +57,7 @@ MAX_BODY_BYTES = 8 * 1024 * 1024
 class ShufflerState:
     def __init__(self, db_url: str, *, admin_token: str, peer_secret: bytes, tick_seconds: float = 1.0,
                  close_delay: float = 0.0, forward_timeout: float = 30.0, auto: bool = True,
-                 drop_noise: Any = None) -> None:
+                 drop_noise: Any = None, clock: Any = None, retention_every: float = 3600.0) -> None:
         self.engine = make_engine(db_url)
         upgrade(self.engine)
         self.admin_token, self.peer_secret = admin_token, peer_secret
@@ -65,6 +70,9 @@ class ShufflerState:
         self.auto = auto
         self.rng = secrets.SystemRandom()
         self.drop_noise = drop_noise  # optional callable(c) -> number of rows to drop (DP random drop)
+        self.clock = clock or time.time   # injectable (tests); the only source of "now"
+        self.retention_every = retention_every
+        self._last_retention = -math.inf
         self.http = httpx.Client(timeout=forward_timeout, headers={"user-agent": "shuffledp-shuffler"})
 
     # ------------------------------------------------------------------ tasks
@@ -120,7 +128,7 @@ class ShufflerState:
             items = decode_upload(body, MAX_REPORTS_PER_REQUEST)
         except DecodeError as e:
             raise Problem(400, "invalidMessage", str(e), task_id) from e
-        window = int((time.time() if now is None else now) // cfg.batch_window)
+        window = int((self.clock() if now is None else now) // cfg.batch_window)
         errors, rows, seen = [], {}, set()
         el = cfg.envelope_len
         for i, (crowd, env) in enumerate(items):
@@ -160,10 +168,64 @@ class ShufflerState:
     # ------------------------------------------------------------------ batching
     def tick(self, now: float | None = None, close_current: bool = False) -> dict:
         """Run one batching + forwarding round. ``close_current`` treats the current window as closed."""
+        now = self.clock() if now is None else now
         with self.work_lock:
-            made = self._form_batches(time.time() if now is None else now, close_current)
-            sent = self._forward_due()
-        return {"batches_formed": made, **sent}
+            made = self._form_batches(now, close_current)
+            sent = self._forward_due(now)
+            out = {"batches_formed": made, **sent}
+            if now - self._last_retention >= self.retention_every:
+                out["retention"] = self._retention(now)
+        return out
+
+    # ------------------------------------------------------------------ retention
+    def enforce_retention(self, now: float | None = None) -> dict:
+        """Run a batching round, then retention (rules in ``service/retention.py``).
+
+        Batching first means a pool that can still be released is released, not deleted.
+        """
+        now = self.clock() if now is None else now
+        with self.work_lock:
+            self._form_batches(now, False)
+            return self._retention(now)
+
+    def _retention(self, now: float) -> dict:
+        from .retention import retention_horizon, shuffler_pending_horizon
+        self._last_retention = now
+        with self.engine.connect() as c:
+            tids = {r[0] for r in c.execute(select(shuffler_pending.c.task_id).distinct())}
+            tids |= {r[0] for r in c.execute(select(shuffler_batches.c.task_id).where(
+                shuffler_batches.c.state.in_(("ready", "retrying", "rejected"))).distinct())}
+        out = {"expired_retention": 0, "expired_retention_rejected": 0, "owed_batches_past_retention": 0}
+        for task_id in sorted(tids):
+            try:
+                cfg, _u, _k, _c = self.task(task_id)
+            except Problem:
+                continue   # no configuration: nothing can be decided about its rows
+            h_pending = shuffler_pending_horizon(cfg, now, self.close_delay)
+            h = retention_horizon(cfg, now)
+            with self.write_lock, self.engine.begin() as c:
+                n_pending = c.execute(delete(shuffler_pending).where(
+                    shuffler_pending.c.task_id == task_id, shuffler_pending.c.window < h_pending)).rowcount or 0
+                rejected = c.execute(select(shuffler_batches.c.batch_id, shuffler_batches.c.n).where(
+                    shuffler_batches.c.task_id == task_id, shuffler_batches.c.state == "rejected",
+                    shuffler_batches.c.window < h)).all()
+                for bid, _n in rejected:
+                    c.execute(delete(shuffler_batch_items).where(shuffler_batch_items.c.batch_id == bid))
+                    c.execute(update(shuffler_batches).where(shuffler_batches.c.batch_id == bid)
+                              .values(state="expired"))
+                n_rej = sum(int(n) for _b, n in rejected)
+                owed = c.execute(select(func.count()).select_from(shuffler_batches).where(
+                    shuffler_batches.c.task_id == task_id, shuffler_batches.c.state.in_(("ready", "retrying")),
+                    shuffler_batches.c.window < h)).scalar_one()
+                self._bump(c, task_id, "expired_retention", n_pending)
+                self._bump(c, task_id, "expired_retention_rejected", n_rej)
+            if owed:
+                log.warning("%d undelivered batch(es) are past retention; kept until the analyzer acknowledges",
+                            owed)
+            out["expired_retention"] += n_pending
+            out["expired_retention_rejected"] += n_rej
+            out["owed_batches_past_retention"] += int(owed)
+        return out
 
     def _form_batches(self, now: float, close_current: bool) -> int:
         made = 0
@@ -228,8 +290,8 @@ class ShufflerState:
             c.execute(delete(shuffler_pending).where(shuffler_pending.c.task_id == task_id,
                                                      shuffler_pending.c.envelope_digest.in_(digests[s:s + 5000])))
 
-    def _forward_due(self) -> dict:
-        now = time.time()
+    def _forward_due(self, now: float | None = None) -> dict:
+        now = self.clock() if now is None else now
         with self.engine.connect() as c:
             due = c.execute(select(shuffler_batches).where(shuffler_batches.c.state.in_(("ready", "retrying")),
                                                            shuffler_batches.c.next_attempt_at <= now)).all()
@@ -268,7 +330,7 @@ class ShufflerState:
         with self.write_lock, self.engine.begin() as c:
             c.execute(update(shuffler_batches).where(shuffler_batches.c.batch_id == b.batch_id).values(
                 state="rejected" if rejected else "retrying", attempts=b.attempts + 1,
-                next_attempt_at=time.time() + backoff, last_error=err))
+                next_attempt_at=self.clock() + backoff, last_error=err))
             self._bump(c, b.task_id, "forward_failures", 1)
         log.warning("forward of a batch failed: %s", err)
         return False
@@ -346,6 +408,11 @@ def create_shuffler_app(state: ShufflerState) -> FastAPI:
     def admin_tick(request: Request, close_current: bool = False) -> dict:
         check_bearer(state.admin_token, request.headers.get("authorization"))
         return state.tick(close_current=close_current)
+
+    @app.post("/v1/admin/retention")
+    def admin_retention(request: Request) -> dict:
+        check_bearer(state.admin_token, request.headers.get("authorization"))
+        return state.enforce_retention()
 
     @app.get("/v1/admin/tasks/{task_hex}/counters")
     def counters(task_hex: str, request: Request) -> dict:

@@ -18,7 +18,7 @@ from sqlalchemy import (BigInteger, Column, Float, Index, Integer, LargeBinary, 
                         String, Table, Text, create_engine, event)
 from sqlalchemy.engine import Engine
 
-__all__ = ["metadata", "make_engine", "upgrade", "insert_ignore"]
+__all__ = ["metadata", "make_engine", "upgrade", "insert_ignore", "existing_report_ids", "insert_report_ids"]
 
 metadata = MetaData()
 
@@ -53,6 +53,7 @@ shuffler_batches = Table(
     Column("next_attempt_at", Float, nullable=False, default=0.0),
     Column("last_error", Text),
     Index("ix_batches_state", "state"),
+    Index("ix_shuffler_batches_task", "task_id", "state", "window"),
 )
 shuffler_batch_items = Table(
     "shuffler_batch_items", metadata,
@@ -93,6 +94,7 @@ analyzer_batches = Table(
     Column("n_received", Integer, nullable=False),
     Column("n_valid", Integer, nullable=False),
     Column("result", Text, nullable=False),
+    Index("ix_analyzer_batches_window", "task_id", "window"),
 )
 analyzer_report_ids = Table(
     "analyzer_report_ids", metadata,
@@ -100,6 +102,15 @@ analyzer_report_ids = Table(
     Column("report_id", LargeBinary(16), nullable=False),
     Column("batch_id", LargeBinary(32), nullable=False),
     PrimaryKeyConstraint("task_id", "report_id"),
+    Index("ix_report_ids_batch", "task_id", "batch_id"),
+)
+# retention (migration 0002): replay rows of batches with window < purged_before_window are deleted,
+# and reports that could belong to them are refused from then on (service/retention.py)
+analyzer_retention = Table(
+    "analyzer_retention", metadata,
+    Column("task_id", LargeBinary(32), primary_key=True),
+    Column("purged_before_window", BigInteger, nullable=False),
+    Column("report_ids_deleted", BigInteger, nullable=False),
 )
 analyzer_aggregates = Table(
     "analyzer_aggregates", metadata,
@@ -179,3 +190,33 @@ def insert_ignore(engine: Engine, table: Table):
     else:
         from sqlalchemy.dialects.sqlite import insert
     return insert(table).on_conflict_do_nothing()
+
+
+# ------------------------------------------------------------------ analyzer hot path (driver SQL)
+# One statement per batch and no per-value SQLAlchemy bind processing: these run once per report.
+def existing_report_ids(conn, task_id: bytes, report_ids: list[bytes]) -> set[bytes]:
+    """The subset of ``report_ids`` already recorded for ``task_id`` (replay check)."""
+    found: set[bytes] = set()
+    if not report_ids:
+        return found
+    if conn.dialect.name == "postgresql":
+        rows = conn.exec_driver_sql("SELECT report_id FROM analyzer_report_ids WHERE task_id = %s "
+                                    "AND report_id = ANY(%s)", (task_id, report_ids))
+        found.update(bytes(r[0]) for r in rows)
+        return found
+    step = 5000   # below SQLite's bound-variable limit
+    for s in range(0, len(report_ids), step):
+        chunk = report_ids[s:s + step]
+        rows = conn.exec_driver_sql("SELECT report_id FROM analyzer_report_ids WHERE task_id = ? AND report_id IN ("
+                                    + ",".join("?" * len(chunk)) + ")", (task_id, *chunk))
+        found.update(bytes(r[0]) for r in rows)
+    return found
+
+
+def insert_report_ids(conn, task_id: bytes, batch_id: bytes, report_ids: list[bytes]) -> None:
+    """Record ``report_ids`` as used by ``task_id`` (one executemany; duplicates ignored)."""
+    if not report_ids:
+        return
+    ph = "%s" if conn.dialect.name == "postgresql" else "?"
+    conn.exec_driver_sql(f"INSERT INTO analyzer_report_ids (task_id, report_id, batch_id) VALUES ({ph}, {ph}, {ph}) "
+                         "ON CONFLICT DO NOTHING", [(task_id, r, batch_id) for r in report_ids])

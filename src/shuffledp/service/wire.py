@@ -26,14 +26,15 @@ import struct
 from dataclasses import dataclass
 
 import numpy as np
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from ..core.errors import ShuffleDPError
 from .hpke import (AEAD_AES_128_GCM, AEAD_CHACHA20_POLY1305, KDF_HKDF_SHA256, KEM_X25519_HKDF_SHA256, N_ENC,
-                   N_TAG, HpkeError, Suite, open_base, seal_base)
+                   N_TAG, HpkeError, Suite, open_base, open_base_many, seal_base)
 
 __all__ = [
     "DecodeError", "KeyConfig", "encode_key_list", "decode_key_list", "REPORT_LABEL", "envelope_info",
-    "seal_report", "open_report", "envelope_len", "HEADER_LEN", "PlaintextSchema", "encode_upload",
+    "seal_report", "open_report", "open_reports", "envelope_len", "HEADER_LEN", "PlaintextSchema", "encode_upload",
     "decode_upload", "encode_batch", "decode_batch", "batch_id", "digest",
 ]
 
@@ -149,6 +150,47 @@ def open_report(envelope: bytes, private_keys: dict[int, object], task_id: bytes
     enc = envelope[HEADER_LEN:HEADER_LEN + N_ENC]
     return open_base(_SUITES[aead], enc, sk, envelope_info(hdr, task_id, config_digest, crowd_id), b"",
                      envelope[HEADER_LEN + N_ENC:], pk)
+
+
+def open_reports(envelopes: list[bytes], private_keys: dict[int, object], task_id: bytes, config_digest: bytes,
+                 crowd_id: bytes, *, impl: str = "auto") -> tuple[list[bytes | None], int, int]:
+    """Open many envelopes of one (task, configuration, crowd): what :func:`open_report` does for each.
+
+    Envelopes are grouped by their 7-byte header (key id and suite); per group the HPKE info and
+    the report-independent parts of the key schedule are built once (:func:`hpke.open_base_many`),
+    while every envelope keeps its own HPKE context. Returns ``(plaintexts, n_decrypt_error,
+    n_decode_error)`` with ``None`` in the list where an envelope failed.
+    """
+    out: list[bytes | None] = [None] * len(envelopes)
+    groups: dict[bytes, list[int]] = {}
+    n_dec = n_fmt = 0
+    for i, env in enumerate(envelopes):
+        if len(env) < HEADER_LEN + N_ENC + N_TAG:
+            n_fmt += 1
+            continue
+        groups.setdefault(env[:HEADER_LEN], []).append(i)
+    for hdr, idx in groups.items():
+        key_id, kem, kdf, aead = struct.unpack(">BHHH", hdr)
+        if (kem, kdf, aead) not in ALLOWED_SUITES:
+            n_fmt += len(idx)
+            continue
+        entry = private_keys.get(key_id)
+        if entry is None:
+            n_dec += len(idx)
+            continue
+        sk, pk = entry if isinstance(entry, tuple) else (entry, None)
+        if not isinstance(sk, X25519PrivateKey):
+            sk = X25519PrivateKey.from_private_bytes(sk)
+        if pk is None:
+            pk = sk.public_key().public_bytes_raw()
+        pts = open_base_many(_SUITES[aead], sk, pk, envelope_info(hdr, task_id, config_digest, crowd_id),
+                             [envelopes[i][HEADER_LEN:] for i in idx], impl=impl)
+        for i, pt in zip(idx, pts):
+            if pt is None:
+                n_dec += 1
+            else:
+                out[i] = pt
+    return out, n_dec, n_fmt
 
 
 # ---------------------------------------------------------------------------- plaintexts
