@@ -292,3 +292,27 @@ def test_migration_0002_upgrades_a_0001_database(urls):
         ver = conn.exec_driver_sql("SELECT version_num FROM shuffledp_alembic_version").scalar_one()
     assert ver == "0002"
     eng.dispose()
+
+
+def test_replay_row_helpers_split_the_id_blob_in_the_database(urls):
+    # the analyzer's hot-path SQL (one statement per batch, ids as one blob) on both backends
+    from shuffledp.service.storage import existing_report_ids, insert_report_ids, upgrade
+    eng = make_engine(urls[1])
+    upgrade(eng)
+    ids = [os.urandom(16) for _ in range(7000)]          # more than SQLite's old 5000-variable chunks
+    t, other, bid = b"t" * 32, b"u" * 32, b"b" * 32
+    with eng.begin() as c:
+        assert existing_report_ids(c, t, b"".join(ids)) == set()
+        insert_report_ids(c, t, bid, b"".join(ids[:5000]))
+        insert_report_ids(c, t, bid, b"".join(ids[4990:5010]))      # overlaps are ignored
+        insert_report_ids(c, other, bid, b"".join(ids[6000:]))
+        insert_report_ids(c, t, bid, b"")
+    with eng.connect() as c:
+        assert c.execute(select(func.count()).select_from(analyzer_report_ids)
+                         .where(analyzer_report_ids.c.task_id == t)).scalar_one() == 5010
+        assert existing_report_ids(c, t, b"".join(ids[4000:7000])) == set(ids[4000:5010])
+        assert existing_report_ids(c, other, b"".join(ids[:6001])) == {ids[6000]}
+        stored = {bytes(r[0]) for r in c.execute(select(analyzer_report_ids.c.report_id)
+                                                 .where(analyzer_report_ids.c.task_id == t))}
+    assert stored == set(ids[:5010])
+    eng.dispose()

@@ -267,15 +267,13 @@ def ingest_batch(state: AnalyzerState, task_id: bytes, bid: bytes, body: bytes) 
             counts["expired"] = int(too_old.sum())
             valid &= ~too_old
         cand = np.flatnonzero(valid)
-        idb = np.ascontiguousarray(ids[cand]).tobytes()
-        cand_ids = [idb[j:j + 16] for j in range(0, len(idb), 16)]
-        seen = existing_report_ids(c, task_id, cand_ids)
+        seen = existing_report_ids(c, task_id, np.ascontiguousarray(ids[cand]).tobytes())
         if seen:
-            keep = np.array([cid not in seen for cid in cand_ids], dtype=bool)
+            keep = np.array([bytes(ids[i]) not in seen for i in cand], dtype=bool)
             counts["replayed"] += int((~keep).sum())
             valid[cand[~keep]] = False
-            cand, cand_ids = cand[keep], [x for x, k in zip(cand_ids, keep) if k]
-        insert_report_ids(c, task_id, bid, cand_ids)
+            cand = cand[keep]
+        insert_report_ids(c, task_id, bid, np.ascontiguousarray(ids[cand]).tobytes())
         n_valid = int(len(cand))
         if n_valid:
             stat = np.asarray(mech.aggregate(take_reports(reports, cand)))

@@ -202,14 +202,16 @@ def open_base_many(suite: Suite, sk_r: X25519PrivateKey, pk_r: bytes, info: byte
     schedule, AEAD key and nonce. Only what depends on nothing but ``(suite, info, pk_r)`` is done
     once. Returns the plaintext, or ``None`` where the exchange or the AEAD tag fails.
 
-    ``impl``: ``"rust"`` uses the RFC 9180 implementation in ``cryptography`` (>= 46:
-    ``cryptography.hazmat.primitives.hpke``, whose single-shot ciphertext is exactly ``enc || ct``);
-    ``"python"`` the key schedule below over ``cryptography``'s X25519 and AEADs; ``"auto"`` the first
-    available. Both are checked against :func:`open_base` and the RFC vectors in ``test_envelope.py``.
+    ``impl``: ``"python"`` (also ``"auto"``) runs the key schedule below over ``cryptography``'s
+    X25519 and AEADs; ``"rust"`` calls the RFC 9180 implementation in ``cryptography`` (>= 46,
+    ``cryptography.hazmat.primitives.hpke``, whose single-shot ciphertext is exactly ``enc || ct``).
+    Both give the same results (``test_open_many.py``); measured on this project's machine the
+    Python schedule was about 10 % faster per report (43.6 vs 48.4 µs best of 25 rounds of 2,000;
+    the X25519 exchange alone took 34.8 µs), so it is the default.
     """
     if impl not in ("auto", "rust", "python"):
         raise ValueError("impl must be 'auto', 'rust' or 'python'")
-    rs = _RUST_SUITES.get(suite.aead_id) if impl != "python" else None
+    rs = _RUST_SUITES.get(suite.aead_id) if impl == "rust" else None
     if impl == "rust" and rs is None:
         raise HpkeError("cryptography's HPKE (cryptography >= 46) is not available")
     out: list[bytes | None] = []

@@ -193,30 +193,38 @@ def insert_ignore(engine: Engine, table: Table):
 
 
 # ------------------------------------------------------------------ analyzer hot path (driver SQL)
-# One statement per batch and no per-value SQLAlchemy bind processing: these run once per report.
-def existing_report_ids(conn, task_id: bytes, report_ids: list[bytes]) -> set[bytes]:
-    """The subset of ``report_ids`` already recorded for ``task_id`` (replay check)."""
-    found: set[bytes] = set()
-    if not report_ids:
-        return found
+# Once per report: the ids travel as ONE concatenated blob of 16-byte ids that the database splits
+# itself (SQLite recursive CTE / PostgreSQL generate_series), so there is no per-id Python object,
+# bind parameter or SQLAlchemy type processing, and no bound-variable limit.
+_SQLITE_IDS = ("WITH RECURSIVE ix(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM ix WHERE i + 1 < ?) "
+               "SELECT substr(?, i * 16 + 1, 16) FROM ix")
+_PG_IDS = "SELECT substring(%s::bytea from i * 16 + 1 for 16) FROM generate_series(0, %s - 1) AS i"
+
+
+def existing_report_ids(conn, task_id: bytes, report_ids: bytes) -> set[bytes]:
+    """The ids (``report_ids`` = concatenated 16-byte ids) already recorded for ``task_id``."""
+    n = len(report_ids) // 16
+    if n == 0:
+        return set()
     if conn.dialect.name == "postgresql":
-        rows = conn.exec_driver_sql("SELECT report_id FROM analyzer_report_ids WHERE task_id = %s "
-                                    "AND report_id = ANY(%s)", (task_id, report_ids))
-        found.update(bytes(r[0]) for r in rows)
-        return found
-    step = 5000   # below SQLite's bound-variable limit
-    for s in range(0, len(report_ids), step):
-        chunk = report_ids[s:s + step]
+        rows = conn.exec_driver_sql("SELECT report_id FROM analyzer_report_ids WHERE task_id = %s AND report_id IN ("
+                                    + _PG_IDS + ")", (task_id, report_ids, n))
+    else:
         rows = conn.exec_driver_sql("SELECT report_id FROM analyzer_report_ids WHERE task_id = ? AND report_id IN ("
-                                    + ",".join("?" * len(chunk)) + ")", (task_id, *chunk))
-        found.update(bytes(r[0]) for r in rows)
-    return found
+                                    + _SQLITE_IDS + ")", (task_id, n, report_ids))
+    return {bytes(r[0]) for r in rows}
 
 
-def insert_report_ids(conn, task_id: bytes, batch_id: bytes, report_ids: list[bytes]) -> None:
-    """Record ``report_ids`` as used by ``task_id`` (one executemany; duplicates ignored)."""
-    if not report_ids:
+def insert_report_ids(conn, task_id: bytes, batch_id: bytes, report_ids: bytes) -> None:
+    """Record the concatenated 16-byte ``report_ids`` as used by ``task_id`` (one statement)."""
+    n = len(report_ids) // 16
+    if n == 0:
         return
-    ph = "%s" if conn.dialect.name == "postgresql" else "?"
-    conn.exec_driver_sql(f"INSERT INTO analyzer_report_ids (task_id, report_id, batch_id) VALUES ({ph}, {ph}, {ph}) "
-                         "ON CONFLICT DO NOTHING", [(task_id, r, batch_id) for r in report_ids])
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("INSERT INTO analyzer_report_ids (task_id, report_id, batch_id) SELECT %s, "
+                             "substring(%s::bytea from i * 16 + 1 for 16), %s FROM generate_series(0, %s - 1) AS i "
+                             "ON CONFLICT DO NOTHING", (task_id, report_ids, batch_id, n))
+    else:
+        conn.exec_driver_sql("INSERT OR IGNORE INTO analyzer_report_ids (task_id, report_id, batch_id) "
+                             "WITH RECURSIVE ix(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM ix WHERE i + 1 < ?) "
+                             "SELECT ?, substr(?, i * 16 + 1, 16), ? FROM ix", (n, task_id, report_ids, batch_id))
