@@ -16,12 +16,15 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
               port_file: str = typer.Option(None, help="write the bound port here once listening"),
               tick: float = typer.Option(60.0, help="shuffler: batcher period in seconds"),
               close_delay: float = typer.Option(300.0, help="shuffler: seconds after a window ends before it closes"),
+              forward_timeout: float = typer.Option(30.0, help="shuffler: seconds to wait for the analyzer per forward"),
+              retention_every: float = typer.Option(3600.0, help="seconds between retention rounds "
+                                                                 "(deletes data older than the task's retention_days)"),
               ) -> None:
         """Run the shuffler or the analyzer service (secrets from SHUFFLEDP_* environment variables)."""
         from .serve import run
         if role not in ("shuffler", "analyzer"):
             raise typer.BadParameter("role must be 'shuffler' or 'analyzer'")
-        run(role, db, host, port, port_file, tick, close_delay)
+        run(role, db, host, port, port_file, tick, close_delay, forward_timeout, retention_every)
 
     @app.command(name="demo")  # explicit name: shuffledp.cli checks it to skip its fallback demo
     def demo(n: int = typer.Option(100_000, help="simulated clients"),
