@@ -282,8 +282,10 @@ class SampleOne(_Multi):
     (unbiased). Exact variance: ``k^2 [c pi1(1-pi1) + (n-c) pi0(1-pi0)] / (p_a-q_a)^2`` with
     ``pi1 = p_a/k``, ``pi0 = q_a/k`` (the attribute sampling adds the ``k c`` term).
     ``privacy(n)`` equals the accounting module's blanket bound for a k d_a-ary RR with the same
-    blanket per cell (``e^eps' = 1 + k d_a (1-gamma_a)/gamma_a``), i.e. eps = sqrt(14 ln(2/delta)/c)
-    with c = min_a (n-1) gamma_a/(k d_a).
+    blanket per cell (``e^eps' = 1 + k d_a (1-gamma_a)/gamma_a``), i.e.
+    ``eps = max(sqrt(14 ln(2/delta)/c), 27/c)`` with ``c = min_a (n-1) gamma_a/(k d_a)`` (the 27/c
+    term binds only for large delta, e.g. delta = 0.5 at eps = 1); if that exceeds 1 (outside Thm
+    3.1) or eps_l, the statement is the local guarantee ``(max_a eps_a, 0)``.
 
     Privacy: each report is (max_a eps_a)-LDP; the shuffled reports are (eps, delta)-DP
     (replace-one on the whole vector). Source: survey seed 000 §4.2 (sampling beats budget
