@@ -36,7 +36,7 @@ from ..core.validation import check_domain_size, check_positive_int
 from ..local.grr import GeneralizedRandomizedResponse
 from .base import Messages, Protocol, bits_for, n_messages, take_messages
 from .histogram import PROTOCOLS as HISTOGRAM_PROTOCOLS
-from .histogram import PUCM, HistogramProtocol, blanket_epsilon, blanket_required
+from .histogram import _MARGIN, PUCM, HistogramProtocol, blanket_epsilon, blanket_required
 
 __all__ = ["Fragmenting", "SampleOne", "ProductRandomizer", "SampleOneRandomizer", "split_attributes", "PROTOCOLS"]
 
@@ -303,7 +303,7 @@ class SampleOne(_Multi):
                                    parameter="epsilon")
         if n < 2:
             raise ValidationError("sample_one needs n >= 2 users", parameter="n")
-        c_req = blanket_required(eps, delta) * (1.0 + 1e-12)  # a hair more blanket: see histogram._MARGIN
+        c_req = blanket_required(eps, delta) * _MARGIN  # a hair more blanket: see histogram._MARGIN
         gam = [self.k * da * c_req / (n - 1) for da in self.dims]
         if max(gam) >= 1.0:
             n_min = math.floor(self.k * max(self.dims) * c_req) + 2
