@@ -250,6 +250,23 @@ def test_cdp_sum_fixed_point_exact_and_noise():
     _var_band(rel, p.variance(n), p=1e-7)
 
 
+@pytest.mark.parametrize("eps,n", [(0.9, 10**6), (0.5, 10**4), (0.1, 10**6), (0.01, 10**6), (1.0, 10**9)])
+def test_cdp_sum_variance_excess_is_twice_the_grid(eps, n):
+    """Var = 2a/(1-a)^2 g^2 with a = e^{-eps/D_g}, D_g = 1/g + 1: strictly between 2/eps^2 and
+    2 (1+g)^2/eps^2, relative excess ~ 2g. (The docstring once said "within 2^-36 of 2/eps^2,
+    g ~ 2^-37 or finer": false at eps = 0.1 (2^-35), eps = 0.01 (2^-32) and n = 10^9 (2^-30).)"""
+    p = protocol("cdp_laplace_sum", epsilon=eps, n=n)
+    g = 2.0**p.k
+    assert p.mechanism.grid_sensitivity == 2 ** (-p.k) + 1
+    x = eps / p.mechanism.grid_sensitivity
+    # 2a/(1-a)^2 = 1/(2 sinh^2(x/2)), a = e^-x (the sinh form has no cancellation at a ~ 1)
+    assert p.variance(n) == pytest.approx(g**2 / (2 * math.sinh(x / 2) ** 2), rel=1e-12)
+    assert 2 / eps**2 < p.variance(n) <= 2 * (1 + g) ** 2 / eps**2 * (1 + 1e-15)
+    assert (p.variance(n) * eps**2 / 2 - 1) / (2 * g) == pytest.approx(1.0, rel=1e-3)
+    expected_k = max(math.ceil(math.log2(1 / eps)) - 40, math.ceil(math.log2(n + 1)) - 61)
+    assert p.k == expected_k
+
+
 def test_cdp_sum_overflow_guard_and_large_n_grid():
     p = protocol("cdp_laplace_sum", epsilon=0.9, n=10**7)
     assert p.max_users >= 10**7

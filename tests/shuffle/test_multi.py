@@ -84,6 +84,22 @@ def test_privacy_matches_accounting(n):
     assert s.privacy(n).eps == pytest.approx(ref, rel=1e-9)
 
 
+def test_sample_one_privacy_uses_both_blanket_terms():
+    """privacy(n) is max(sqrt(14 ln(2/delta)/c), 27/c) (BBGN19 Thm 3.1 needs both): at delta = 0.5
+    the 27/c term binds, and the sqrt term alone would understate eps (0.85 instead of 1)."""
+    eps, delta, n = 1.0, 0.5, 10**5
+    s = protocol("sample_one", eps, delta, n, d=[10, 5])
+    c = s.blanket(n)
+    assert c == pytest.approx(27.0, rel=1e-9)
+    sqrt_term = math.sqrt(14 * math.log(2 / delta) / c)
+    assert sqrt_term < 0.86
+    assert max(sqrt_term, 27 / c) <= s.privacy(n).eps == pytest.approx(27 / c, rel=1e-11)  # rounded up
+    assert s.privacy(n).delta == delta
+    # fewer users: the blanket bound would exceed 1 (outside Thm 3.1), so only the local guarantee
+    st = s.privacy(n // 2)
+    assert st.eps == s.eps_l and st.delta == 0.0
+
+
 def _exact_delta_grouped(row_x, row_x2, pi, m, eps):
     """Exact hockey-stick divergence between the shuffled histograms (m i.i.d. others with cell
     law ``pi`` plus a target with row ``row_x`` vs ``row_x2``), using

@@ -563,8 +563,10 @@ class CdpLaplaceSum(_CentralBaseline):
     Laplace noise of scale ``D_g/eps`` with ``D_g = 1/g + 1`` grid units
     (:class:`shuffledp.central.LaplaceMechanism` with sensitivity 1: a replaced value moves its
     code by at most 1/g), and releases ``(code sum + Z) g``. Unbiased up to the grid rounding of
-    each value (|error| <= g/2 per user, g ~ 2^-37 or finer); ``Var = 2a/(1-a)^2 g^2``,
-    ``a = e^{-eps/D_g}`` (= 2/eps^2 up to a relative 2^-36).
+    each value (|error| <= g/2 per user); ``Var = 2a/(1-a)^2 g^2``, ``a = e^{-eps/D_g}``, which lies
+    strictly between ``2/eps^2`` and ``2 (1 + g)^2/eps^2`` (relative excess ~ 2g = 2^{k+1}). With the
+    default k that is 2^-38 at eps in [0.5, 1), 2^-35 at eps = 0.1, 2^-32 at eps = 0.01, and it grows
+    with n once ``ceil(log2(n + 1)) - 61`` is the larger term (2^-30 at n = 10^9).
 
     Privacy: pure eps-DP in the central model, exactly (integer mechanism on the fixed-point
     sum; no floating-point Laplace, so no Mironov-style precision attack). OS noise on the

@@ -50,8 +50,11 @@ def blanket_required(epsilon: float, delta: float) -> float:
 
 
 #: relative extra blanket used when calibrating, so that the forward bound evaluated in floating
-#: point does not land an ulp above the target (and, at eps = 1, outside Thm 3.1's domain)
-_MARGIN = 1.0 + 1e-12
+#: point does not land an ulp above the target (and, at eps = 1, outside Thm 3.1's domain). It must
+#: also outweigh the statements' outward rounding (``round_up``: relative 1e-12 + 1 ulp, applied up
+#: to twice, e.g. fragmenting's composition): eps ~ c^-1/2 drops by 5e-12 here. With 1e-12 the
+#: stated eps was target * (1 + 5e-13).
+_MARGIN = 1.0 + 1e-11
 
 
 def blanket_epsilon(c: float, delta: float) -> float:
@@ -190,9 +193,9 @@ class HistKR(_PureOracleMixin, HistogramProtocol):
                 raise OutOfDomainError(f"hist_kr with bound='closed_form' (BBGN19 Thm 3.1) needs epsilon <= 1, got "
                                        f"{eps!r}; use bound='hoeffding' or 'bennett' for larger epsilon",
                                        parameter="epsilon")
-            # a hair more blanket than required, so the forward bound at epsilon = 1 does not land
-            # 1 ulp outside Thm 3.1's domain (eps_c <= 1); more blanket is always safe
-            gamma = d * blanket_required(eps, delta) / (n - 1) * (1.0 + 1e-12)
+            # a hair more blanket than required (_MARGIN), so the forward bound at epsilon = 1 does not
+            # land 1 ulp outside Thm 3.1's domain (eps_c <= 1); more blanket is always safe
+            gamma = d * blanket_required(eps, delta) / (n - 1) * _MARGIN
             if gamma >= 1.0:
                 n_min = math.floor(d * blanket_required(eps, delta)) + 2
                 raise OutOfDomainError(f"hist_kr cannot reach epsilon={eps!r}, delta={delta!r} with n={n}, d={d}: "

@@ -36,7 +36,7 @@ from ..core.validation import check_domain_size, check_positive_int
 from ..local.grr import GeneralizedRandomizedResponse
 from .base import Messages, Protocol, bits_for, n_messages, take_messages
 from .histogram import PROTOCOLS as HISTOGRAM_PROTOCOLS
-from .histogram import PUCM, HistogramProtocol, blanket_epsilon, blanket_required
+from .histogram import _MARGIN, PUCM, HistogramProtocol, blanket_epsilon, blanket_required
 
 __all__ = ["Fragmenting", "SampleOne", "ProductRandomizer", "SampleOneRandomizer", "split_attributes", "PROTOCOLS"]
 
@@ -282,8 +282,10 @@ class SampleOne(_Multi):
     (unbiased). Exact variance: ``k^2 [c pi1(1-pi1) + (n-c) pi0(1-pi0)] / (p_a-q_a)^2`` with
     ``pi1 = p_a/k``, ``pi0 = q_a/k`` (the attribute sampling adds the ``k c`` term).
     ``privacy(n)`` equals the accounting module's blanket bound for a k d_a-ary RR with the same
-    blanket per cell (``e^eps' = 1 + k d_a (1-gamma_a)/gamma_a``), i.e. eps = sqrt(14 ln(2/delta)/c)
-    with c = min_a (n-1) gamma_a/(k d_a).
+    blanket per cell (``e^eps' = 1 + k d_a (1-gamma_a)/gamma_a``), i.e.
+    ``eps = max(sqrt(14 ln(2/delta)/c), 27/c)`` with ``c = min_a (n-1) gamma_a/(k d_a)`` (the 27/c
+    term binds only for large delta, e.g. delta = 0.5 at eps = 1); if that exceeds 1 (outside Thm
+    3.1) or eps_l, the statement is the local guarantee ``(max_a eps_a, 0)``.
 
     Privacy: each report is (max_a eps_a)-LDP; the shuffled reports are (eps, delta)-DP
     (replace-one on the whole vector). Source: survey seed 000 §4.2 (sampling beats budget
@@ -301,7 +303,7 @@ class SampleOne(_Multi):
                                    parameter="epsilon")
         if n < 2:
             raise ValidationError("sample_one needs n >= 2 users", parameter="n")
-        c_req = blanket_required(eps, delta) * (1.0 + 1e-12)  # a hair more blanket: see histogram._MARGIN
+        c_req = blanket_required(eps, delta) * _MARGIN  # a hair more blanket: see histogram._MARGIN
         gam = [self.k * da * c_req / (n - 1) for da in self.dims]
         if max(gam) >= 1.0:
             n_min = math.floor(self.k * max(self.dims) * c_req) + 2
