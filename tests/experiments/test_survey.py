@@ -423,3 +423,18 @@ def test_cli_is_registered_and_needs_exactly_one_mode():
     for args in ([], ["--quick", "--full"]):
         res = runner.invoke(app, ["experiment", "survey", *args])
         assert res.exit_code == 2 and "exactly one of --quick or --full" in res.output
+
+
+def test_cost_above_baselines_uses_the_measured_baseline_whichever_is_missing():
+    # one baseline without a timing (e.g. a skipped point): the comparison uses the other one,
+    # whether the missing one is LDP or CDP (max(nan, x) in Python depends on argument order)
+    def fig(ldp_t, cdp_t):
+        return [_row("ldp_rr", "ldp_rr", 1000, ldp_t, 1, 1), _row("cdp_laplace_count", "cdp_laplace_count", 1.6, cdp_t, 1, 1),
+                _row("cnt_rr", "cnt_rr", 24, 0.01, 1, 1), _row("cnt_sgm", "cnt_sgm", 2, 0.0001, 5, 100)]
+
+    for ldp_t, cdp_t in ((math.nan, 0.001), (0.001, math.nan)):
+        v = _verdicts({"fig07a": fig(ldp_t, cdp_t)})["7a-time"]
+        assert v.status == "partly", (ldp_t, cdp_t, v.evidence)
+        assert [c for _, c in v.checks] == [True, False]
+    v = _verdicts({"fig07a": fig(math.nan, math.nan)})["7a-time"]
+    assert v.status == "n/a"
