@@ -276,6 +276,40 @@ def test_cdp_sum_overflow_guard_and_large_n_grid():
         small.summarize(np.ones(8))
 
 
+def test_cdp_release_draws_from_the_exact_sampler(monkeypatch):
+    """The curator's release path calls the exact CKS20 sampler (central.exact.discrete_laplace,
+    OS randomness, rational scale) once per released coordinate, with the documented scale, and
+    adds its integer to the exact aggregate. (The chi-square tests above check the law; a float
+    sampler of the same law would pass them, this one would not.)"""
+    from fractions import Fraction
+
+    from shuffledp.central import exact
+
+    calls = []
+
+    def fake(scale, *args, **kwargs):
+        calls.append(scale)
+        return 7
+
+    monkeypatch.setattr(exact, "discrete_laplace", fake)
+    rng = np.random.default_rng(0)
+    eps = 0.9
+    c = protocol("cdp_laplace_count", epsilon=eps, n=10)
+    bits = np.array([1, 0, 1, 1, 0, 0, 0, 0, 0, 1])
+    assert c.aggregate(c.encode(bits, rng)).tolist() == [4 + 7]
+    assert calls == [Fraction(1) / Fraction(eps)] and isinstance(calls[0], Fraction)
+    calls.clear()
+    h = protocol("cdp_laplace_hist", epsilon=eps, n=10, d=3)
+    vals = np.array([0, 1, 1, 2, 2, 2, 0, 0, 0, 1])
+    assert h.aggregate(h.encode(vals, rng)).tolist() == [4 + 7, 3 + 7, 3 + 7]
+    assert calls == [Fraction(2) / Fraction(eps)] * 3
+    calls.clear()
+    sm = protocol("cdp_laplace_sum", epsilon=eps, n=10)
+    x = np.linspace(0, 1, 10)
+    assert sm.aggregate(sm.encode(x, rng)).tolist() == [int(sm.summarize(x)[0]) + 7]
+    assert calls == [Fraction(2 ** (-sm.k) + 1) / Fraction(eps)]
+
+
 def test_production_run_refuses_seed_and_works_without():
     p = protocol("cdp_laplace_count", epsilon=1.0, n=100)
     bits = np.ones(100, dtype=np.int8)
