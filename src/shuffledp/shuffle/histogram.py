@@ -941,7 +941,7 @@ class PUCM(HistogramProtocol):
         self.tau = int(math.ceil(math.log2(2 * self.d / self.beta))) if tau is None else check_positive_int(tau, "tau")
         self.s = 2 * self.n if s is None else check_positive_int(s, "s", minimum=2)
         need = 90.0 * self.tau**2 * math.log(2 * self.tau / self.delta) / self.epsilon**2
-        self.gamma = need / self.n
+        self.gamma = need / self.n * _MARGIN  # a hair more blanket: see _MARGIN
         if self.gamma > 1.0:
             raise OutOfDomainError(f"pucm needs n >= 90 tau^2 ln(2 tau/delta)/eps^2 = {math.ceil(need)} users "
                                    f"(tau={self.tau}); got n={self.n}", parameter="n")
