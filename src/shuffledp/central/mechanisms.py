@@ -255,7 +255,7 @@ class LaplaceMechanism(_GridMixin, CentralMechanism):
     codes differ by at most D_g (rounding moves each value by <= g/2), and the integer
     mechanism is eps-DP for sensitivity D_g. The price is that the noise is calibrated to
     D_g g <= Delta + g instead of Delta: with the default g ~ 2^-40 (Delta/eps), a relative
-    variance increase of ~2^-39. The output is a deterministic function of an integer, so the
+    variance increase of about 2 g / Delta ~ 2^-39 / eps (2^-35 at eps = 0.1). The output is a deterministic function of an integer, so the
     precision attacks of Mironov (2012) and Haney et al. (2022) do not apply.
     Source: Dwork, McSherry, Nissim, Smith (TCC 2006); grid release as OpenDP's
     ``make_laplace`` on floats and Google's ``LaplaceNoise`` (granularity); exact sampler CKS20.
