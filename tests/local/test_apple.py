@@ -10,8 +10,9 @@ from scipy import stats
 from shuffledp.core import ValidationError
 from shuffledp.local import concat_reports, frequency_oracle, n_reports
 from shuffledp.local.apple import (CountMeanSketch, HadamardCountMeanSketch, TabulationHashFamily,
-                                   grouped_bit_sums, lazy_bernoulli_packed)
+                                   grouped_bit_sums)
 from shuffledp.local.bits import unpack_rows
+from shuffledp.local.packed import bernoulli_packed_lazy
 from shuffledp.local.verify import sweep_reports, worst_case_log_ratio
 from tests.conftest import mean_z_bound, variance_ratio_band
 
@@ -95,7 +96,7 @@ def test_grouped_bit_sums(n, nbits, groups, chunk, rng):
                                      (3 * 2**-20, 64), (0.5, 8), (0.0, 9), (1.0, 9)])
 def test_lazy_bernoulli_law(q, nbits, rng):
     rows = 40_000
-    packed = lazy_bernoulli_packed(rows, nbits, q, rng)
+    packed = bernoulli_packed_lazy(rows, nbits, q, rng)  # the sampler CMS uses
     assert packed.shape == (rows, (nbits + 7) // 8) and packed.dtype == np.uint8
     if nbits % 8:
         assert not np.any(packed[:, -1] >> np.uint8(nbits % 8))  # padding bits zero
