@@ -132,3 +132,50 @@ def test_single_user_is_n_equals_one(name):
     assert n_reports(rep) == 1
     assert mech.aggregate(rep).shape == mech.aggregate(mech.randomize(np.array([1, 2]),
                                                                       np.random.default_rng(6))).shape
+
+
+# ------------------------------------------------------------------ property tests (hypothesis)
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_PROP = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_MECHS = {name: frequency_oracle(name, 1.5, D) for name in FREQ}
+
+
+@pytest.mark.parametrize("name", FREQ)
+@_PROP
+@given(values=st.lists(st.integers(0, D - 1), min_size=1, max_size=40), seed=st.integers(0, 2**32 - 1))
+def test_encode_decode_roundtrip_property(name, values, seed):
+    """Any valid batch encodes to reports the analyzer accepts; every report is possible under the
+    input that produced it; the statistic counts exactly the batch's users."""
+    mech = _MECHS[name]
+    x = np.asarray(values, dtype=np.int64)
+    reports = mech.randomize(x, np.random.default_rng(seed))
+    assert n_reports(reports) == x.size
+    checked = mech.validate_reports(reports)
+    np.testing.assert_array_equal(mech.aggregate(checked), mech.aggregate(reports))
+    # log-probabilities where offered (CMS's m-bit reports underflow exp at small eps)
+    prob = getattr(mech, "log_probabilities", None)
+    if prob is None:
+        def prob(r, v):
+            with np.errstate(divide="ignore"):
+                return np.log(np.asarray(mech.probabilities(r, v), dtype=np.float64))
+    logp = np.stack([np.asarray(prob(reports, v), dtype=np.float64) for v in range(D)])
+    assert np.all(np.isfinite(logp[x, np.arange(x.size)]))
+    est = mech.estimate(mech.aggregate(reports), x.size)
+    assert est.n == x.size and np.all(np.isfinite(est.values))
+
+
+_BAD_ITEM = st.one_of(st.integers(max_value=-1), st.integers(min_value=D, max_value=2**62),
+                      st.floats(allow_nan=True, allow_infinity=True).filter(lambda f: not float(f).is_integer()))
+
+
+@pytest.mark.parametrize("name", FREQ)
+@_PROP
+@given(good=st.lists(st.integers(0, D - 1), max_size=10), bad=_BAD_ITEM, pos=st.integers(0, 10))
+def test_any_invalid_value_rejects_the_whole_batch(name, good, bad, pos):
+    mech = _MECHS[name]
+    vals = list(good)
+    vals.insert(min(pos, len(vals)), bad)
+    with pytest.raises(ValidationError):
+        mech.randomize(np.asarray(vals), np.random.default_rng(0))
