@@ -162,7 +162,11 @@ def test_encode_decode_roundtrip_property(name, values, seed):
                 return np.log(np.asarray(mech.probabilities(r, v), dtype=np.float64))
     logp = np.stack([np.asarray(prob(reports, v), dtype=np.float64) for v in range(D)])
     assert np.all(np.isfinite(logp[x, np.arange(x.size)]))
-    est = mech.estimate(mech.aggregate(reports), x.size)
+    try:
+        est = mech.estimate(mech.aggregate(reports), x.size)
+    except ValidationError as e:  # RAPPOR's regression needs enough non-empty cohorts: a clear refusal
+        assert name == "rappor" and "rank deficient" in str(e)
+        return
     assert est.n == x.size and np.all(np.isfinite(est.values))
 
 
