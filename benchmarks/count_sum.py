@@ -14,24 +14,16 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
 
 import numpy as np
 
 from shuffledp import pipeline
 from shuffledp.shuffle import protocol
 
+from _timing import best_of  # benchmarks/ is on sys.path when run as a script
+
 COUNTING = [("cnt_rr", {}), ("cnt_2m", {}), ("cnt_bn", {"gamma": 0.5}), ("cnt_sgm", {"gamma": 0.5})]
 SUMS = [("rsum_rr", {}), ("rsum_kr", {}), ("rsum_rm", {}), ("rsum_dsg", {})]
-
-
-def _best(f, repeat: int = 3) -> float:
-    best = math.inf
-    for _ in range(repeat):
-        t = time.perf_counter()
-        f()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def main() -> None:
@@ -57,8 +49,8 @@ def main() -> None:
             est = np.array([p.estimate(p.simulate_statistic(x, rng), a.n).values[0] for _ in range(R)])
             rmse = math.sqrt(np.mean((est - truth) ** 2))
             exact = math.sqrt(p.variance(a.n) if group is COUNTING else p.variance(a.n, values=data))
-            t_run = math.nan if a.no_pipeline else _best(lambda: pipeline.run(p, data, rng), 1)
-            t_sim = _best(lambda: pipeline.simulate(p, data, rng))
+            t_run = math.nan if a.no_pipeline else best_of(lambda: pipeline.run(p, data, rng), 1)
+            t_sim = best_of(lambda: pipeline.simulate(p, data, rng))
             print(f"{name:10s} {rmse:10.2f} {exact:9.2f} {rmse / exact:6.3f} {p.messages_per_user:10.3f} "
                   f"{p.bits_per_message:8.1f} {t_run:7.3f} {t_sim:7.4f}  {p.privacy()}")
 

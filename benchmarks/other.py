@@ -18,20 +18,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
 
 import numpy as np
 
 from shuffledp.shuffle import protocol
 
-
-def _best(f, repeat: int = 3) -> float:
-    best = math.inf
-    for _ in range(repeat):
-        t = time.perf_counter()
-        f()
-        best = min(best, time.perf_counter() - t)
-    return best
+from _timing import best_of  # benchmarks/ is on sys.path when run as a script
 
 
 def _row(name: str, mse_ratio: float, rmse: float, stated: float, p, t: float, note: str = "") -> None:
@@ -66,7 +58,7 @@ def main() -> None:
         est = np.array([p.estimate(p.simulate_statistic(x, rng), n).values[0] for _ in range(R)])
         mse = float(np.mean((est - bits.sum()) ** 2))
         _row(name, mse / p.variance(n), math.sqrt(mse), math.sqrt(p.variance(n)), p,
-             _best(lambda: p.estimate(p.simulate_statistic(x, rng), n)))
+             best_of(lambda: p.estimate(p.simulate_statistic(x, rng), n)))
 
     # ---- histogram baselines (per-item MSE averaged over the d items)
     for name, kw in (("ldp_krr", {}), ("ldp_oracle", {"oracle": "olh"}), ("cdp_laplace_hist", {}),
@@ -83,7 +75,7 @@ def main() -> None:
         mse = np.mean((est - counts) ** 2, axis=0)
         label = name + ("" if not kw else " " + ",".join(f"{k}={v}" for k, v in kw.items()))
         _row(label, float(np.mean(mse / var)), math.sqrt(float(mse.mean())), math.sqrt(float(var.mean())), p,
-             _best(lambda: p.estimate(p.simulate_statistic(x, rng), n)), "per item, averaged")
+             best_of(lambda: p.estimate(p.simulate_statistic(x, rng), n)), "per item, averaged")
 
     # ---- sum baselines
     for name in ("ldp_harmony", "cdp_laplace_sum"):
@@ -92,7 +84,7 @@ def main() -> None:
         est = np.array([p.estimate(p.simulate_statistic(x, rng), n).values[0] for _ in range(R)])
         var = p.sum_variance(vals) if name == "ldp_harmony" else p.variance(n)
         mse = float(np.mean((est - math.fsum(vals.tolist())) ** 2))
-        _row(name, mse / var, math.sqrt(mse), math.sqrt(var), p, _best(lambda: p.estimate(p.simulate_statistic(x, rng), n)),
+        _row(name, mse / var, math.sqrt(mse), math.sqrt(var), p, best_of(lambda: p.estimate(p.simulate_statistic(x, rng), n)),
              "exact variance for these values" if name == "ldp_harmony" else "")
 
     # ---- range counting: every range [lo, hi) of [0, d)
@@ -107,7 +99,7 @@ def main() -> None:
         leaf = p.range_variance(counts, np.arange(d), np.arange(d) + 1)
         _row(f"range_count consistent={consistent}", float(np.mean(mse / var)), math.sqrt(float(mse.mean())),
              math.sqrt(float(var.mean())), p,
-             _best(lambda: p.range_queries(p.simulate_statistic(counts, rng), n, lo, hi)),
+             best_of(lambda: p.range_queries(p.simulate_statistic(counts, rng), n, lo, hi)),
              f"all {lo.size} ranges; leaf sd {math.sqrt(leaf.mean()):.4g}; L={p.L}")
 
     # ---- distinct elements
@@ -119,7 +111,7 @@ def main() -> None:
         est = np.array([p.estimate(p.simulate_statistic(sc, rng), n).values[0] for _ in range(R)])
         D = int(np.count_nonzero(sc))
         _row(f"distinct counter={counter}", float(np.var(est, ddof=1) / var), math.sqrt(float(np.mean((est - D) ** 2))),
-             math.sqrt(var), p, _best(lambda: p.estimate(p.simulate_statistic(sc, rng), n)),
+             math.sqrt(var), p, best_of(lambda: p.estimate(p.simulate_statistic(sc, rng), n)),
              f"D={D}, mean {est.mean():.3f} (exact {mean:.3f}); MSE/stated is var/exact var; bound sd "
              f"{math.sqrt(p.variance()):.3g}")
 
