@@ -35,6 +35,10 @@ BLANKET_CALIBRATED = [
     ("hist_kr", {"d": 100}), ("hist_mm", {"d": 100}), ("slh", {"d": 100}), ("slh", {"d": 100, "variant": "v1"}),
     ("murs", {"d": 100}), ("murs", {"d": 100, "oracle": "olh"}), ("murs", {"d": 100, "mode": "parallel", "shufflers": 2}),
     ("sample_one", {"d": [100, 20]}), ("fragmenting", {"d": [100, 20]}),
+    # numeric blanket bounds (inverted by bisection) and the "best" choice
+    ("hist_kr", {"d": 100, "bound": "hoeffding"}), ("hist_kr", {"d": 100, "bound": "bennett"}),
+    ("hist_kr", {"d": 100, "bound": "best"}), ("rsum_kr", {"bound": "bennett"}), ("rsum_kr", {"bound": "best"}),
+    ("rsum_rm", {"bound": "bennett"}), ("rsum_rm", {"bound": "best"}),
 ]
 
 

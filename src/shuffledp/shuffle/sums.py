@@ -78,10 +78,29 @@ def blanket_gamma(k: int, epsilon: float, delta: float, n: int) -> float:
 
 
 def _krr_gamma(k: int, epsilon: float, delta: float, n: int, bound: str) -> float:
+    return _krr_gamma_bound(k, epsilon, delta, n, bound)[0]
+
+
+def _krr_gamma_bound(k: int, epsilon: float, delta: float, n: int, bound: str) -> tuple[float, str]:
+    """Blanket probability of a k-ary RR reaching (epsilon, delta) over n users, and the bound used.
+
+    ``bound="best"``: the smaller blanket (larger eps_l, smaller error) of the closed form (where it
+    applies) and the numeric Bennett bound; both are proven bounds, so the guarantee is the same.
+    """
     if bound == "closed_form":
-        return blanket_gamma(k, epsilon, delta, n)
-    e0 = local_epsilon_for(epsilon, n, delta, method="blanket", bound="bennett", randomizer="krr", k=k)
-    return k / (math.exp(e0) + k - 1.0)
+        return blanket_gamma(k, epsilon, delta, n), "closed_form"
+    # aim 1e-9 below: the numeric inverse and the forward bound's bisection differ in the last digits
+    e0 = local_epsilon_for(epsilon * (1.0 - 1e-9), n, delta, method="blanket", bound="bennett", randomizer="krr",
+                           k=k)
+    g = k / (math.exp(e0) + k - 1.0)
+    if bound == "best":
+        try:
+            gc = blanket_gamma(k, epsilon, delta, n)
+        except OutOfDomainError:
+            return g, "bennett"
+        if gc < g:
+            return gc, "closed_form"
+    return g, "bennett"
 
 
 def _krr_statement(k: int, gamma: float, n: int, delta: float, bound: str) -> PrivacyStatement:
@@ -90,8 +109,8 @@ def _krr_statement(k: int, gamma: float, n: int, delta: float, bound: str) -> Pr
 
 
 def _check_bound(bound: str) -> str:
-    if bound not in ("closed_form", "bennett"):
-        raise ValidationError(f"bound must be 'closed_form' or 'bennett', got {bound!r}", parameter="bound")
+    if bound not in ("closed_form", "bennett", "best"):
+        raise ValidationError(f"bound must be 'closed_form', 'bennett' or 'best', got {bound!r}", parameter="bound")
     return bound
 
 
@@ -357,7 +376,8 @@ class RSumKR(_SumProtocol):
     Analyzer: ``S = (sum y / k - gamma n / 2) / (1 - gamma)`` (unbiased).
     Privacy: a (k+1)-ary RR, eps_l = ln(1 + (k+1)(1 - gamma)/gamma); gamma from Thm 3.1 with k+1
     values (``bound="closed_form"``, needs eps <= 1) or the numeric Bennett bound
-    (``bound="bennett"``); :meth:`privacy` is the accounting module's blanket bound for eps_l.
+    (``bound="bennett"``), or the smaller blanket of the two (``bound="best"``, recorded in
+    ``bound_used``); :meth:`privacy` is the accounting module's blanket bound for eps_l.
     Precision: ``precision=None`` picks the k that minimizes the worst-case MSE (the paper's
     k = Theta((eps^2 n / ln(1/delta))^{1/3}), MSE O(n^{1/3})); the survey used k = 10.
     Cost: 1 message of log2(k+1) bits; O(n) encode/aggregate; simulation O(n) rounding + O(k).
@@ -366,7 +386,7 @@ class RSumKR(_SumProtocol):
     name = "rsum_kr"
 
     def __init__(self, epsilon: float, delta: float, n: int, *, precision: int | None = None,
-                 bound: Literal["closed_form", "bennett"] = "closed_form") -> None:
+                 bound: Literal["closed_form", "bennett", "best"] = "closed_form") -> None:
         super().__init__(epsilon, delta, n)
         _need_delta(self.delta, self.name)
         self.bound = _check_bound(bound)
@@ -374,7 +394,9 @@ class RSumKR(_SumProtocol):
             self.k = self._best_precision()
         else:
             self.k = check_positive_int(precision, "precision")
-        self.gamma = _krr_gamma(self.k + 1, self.epsilon * _CAL, self.delta, self.n, self.bound)
+        #: the blanket bound actually used ("best" resolves to "closed_form" or "bennett")
+        self.gamma, self.bound_used = _krr_gamma_bound(self.k + 1, self.epsilon * _CAL, self.delta, self.n,
+                                                       self.bound)
         self.randomizer = _RoundedKRRRandomizer(self.k, self.gamma)
         self.eps_l = self.randomizer.epsilon
 
@@ -436,7 +458,7 @@ class RSumKR(_SumProtocol):
 
     def _privacy(self, n: int) -> PrivacyStatement:
         try:
-            st = _krr_statement(self.k + 1, self.gamma, n, self.delta, self.bound)
+            st = _krr_statement(self.k + 1, self.gamma, n, self.delta, self.bound_used)
         except OutOfDomainError:
             return PrivacyStatement(self.eps_l, 0.0, "shuffle", note=f"rsum_kr: blanket out of domain at n={n}")
         return PrivacyStatement(st.eps, st.delta, "shuffle", note=f"rsum_kr (k={self.k}): {st.note}")
@@ -506,6 +528,8 @@ class RSumRM(_SumProtocol):
     (at least 2), ``p_j = min(ceil(a^{3^j}), floor(p_max))`` with
     ``a = ((3^m - 1) n eps^2 / m^3)^{3^{-m-1}}``, ``p_max = (n-1) eps_j / max(14 ln(2m/delta)/eps_j, 27)``;
     with the closed-form bound the last level (p_m + 1 values) is capped at p_max - 1 (spec pitfall 1).
+    ``bound="best"`` picks, per level, the smaller blanket of the closed form and Bennett
+    (``level_bounds``); the last level is then not capped.
     Cost: m messages of (label, log2 K_j bits); O(n m) encode/aggregate; simulation O(n) + O(sum K_j).
     """
 
@@ -513,7 +537,7 @@ class RSumRM(_SumProtocol):
 
     def __init__(self, epsilon: float, delta: float, n: int, *, messages: int | None = None,
                  precisions: list[int] | tuple[int, ...] | None = None,
-                 bound: Literal["closed_form", "bennett"] = "closed_form") -> None:
+                 bound: Literal["closed_form", "bennett", "best"] = "closed_form") -> None:
         super().__init__(epsilon, delta, n)
         _need_delta(self.delta, self.name)
         self.bound = _check_bound(bound)
@@ -533,7 +557,10 @@ class RSumRM(_SumProtocol):
         self.K = ps[:-1] + [ps[-1] + 1]
         self.eps_level = self.epsilon * _CAL / self.m
         self.delta_level = self.delta / self.m
-        self.gammas = [_krr_gamma(K, self.eps_level, self.delta_level, self.n, self.bound) for K in self.K]
+        picked = [_krr_gamma_bound(K, self.eps_level, self.delta_level, self.n, self.bound) for K in self.K]
+        self.gammas = [g for g, _ in picked]
+        #: the blanket bound used per level ("best" picks per level)
+        self.level_bounds = [b for _, b in picked]
         self.randomizer = _RecursiveRandomizer(self)
 
     def _analytic_precisions(self) -> list[int]:
@@ -638,14 +665,15 @@ class RSumRM(_SumProtocol):
 
     def _privacy(self, n: int) -> PrivacyStatement:
         try:
-            parts = [_krr_statement(K, g, n, self.delta_level, self.bound) for K, g in zip(self.K, self.gammas)]
+            parts = [_krr_statement(K, g, n, self.delta_level, b)
+                     for K, g, b in zip(self.K, self.gammas, self.level_bounds)]
         except OutOfDomainError:
             return PrivacyStatement(self.randomizer.epsilon, 0.0, "shuffle",
                                     note=f"rsum_rm: blanket out of domain at n={n}; local eps only")
         eps, dlt = basic_composition([(s.eps, s.delta) for s in parts])
         return PrivacyStatement(eps, dlt, "shuffle",
                                 note=f"rsum_rm: basic composition of {self.m} shuffled K-RR levels "
-                                     f"(K={self.K}, blanket {self.bound})")
+                                     f"(K={self.K}, blanket {'/'.join(self.level_bounds)})")
 
     @property
     def local_randomizer(self) -> _RecursiveRandomizer:
