@@ -157,9 +157,6 @@ class SurveyConfig:
     #: the row's ``params`` and ``reason`` say which one was used
     fallback_params: dict[str, list[dict]] = field(default_factory=lambda: {
         "cnt_rr": [{"calibration": "lemma4.8"}, {"calibration": "clones"}],
-        "hist_kr": [{"bound": "bennett"}],
-        "rsum_kr": [{"bound": "bennett"}],
-        "rsum_rm": [{"bound": "bennett"}],
     })
 
     @classmethod
@@ -198,6 +195,10 @@ class SurveyConfig:
             p.update(precision=self.sum_precision)
         if name == "rsum_rm":
             p.update(messages=self.rsum_rm_messages)
+        if name in ("hist_kr", "rsum_kr", "rsum_rm"):
+            # the tightest proven blanket bound (closed form, Hoeffding, Bennett), like cnt_rr's
+            # Cor. 4.7 above: the survey's "setting that gives each method its best bound"
+            p.update(bound="best")
         p.update(self.extra_params.get(name, {}))
         return p
 
