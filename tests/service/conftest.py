@@ -1,7 +1,16 @@
-"""Fixtures for service tests: real subprocess deployments on 127.0.0.1 with SQLite in tmp dirs."""
+"""Fixtures for service tests: real subprocess deployments on 127.0.0.1, SQLite in tmp dirs or PostgreSQL.
+
+PostgreSQL: ``SHUFFLEDP_TEST_PG_URL`` or postgresql://postgres@127.0.0.1:5432/test (trust auth);
+each fixture creates its own databases and drops them afterwards. When the server is unreachable
+the PostgreSQL variants are skipped with the reason, unless ``SHUFFLEDP_REQUIRE_PG=1`` (set by
+``.ci/run``), in which case they fail.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import secrets
 import time
 
 import httpx
@@ -10,6 +19,56 @@ import pytest
 
 from shuffledp.service.client import encode_reports, fetch_task, seal_many, upload
 from shuffledp.service.harness import Deployment
+
+
+PG_BASE = os.environ.get("SHUFFLEDP_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def pg_required() -> bool:
+    return os.environ.get("SHUFFLEDP_REQUIRE_PG", "") == "1"
+
+
+def pg_admin():
+    """An autocommit admin connection to the test server, or skip (fail with SHUFFLEDP_REQUIRE_PG=1)."""
+    try:
+        import psycopg
+        return psycopg.connect(PG_BASE.replace("postgresql+psycopg://", "postgresql://"), autocommit=True,
+                               connect_timeout=3)
+    except Exception as e:  # noqa: BLE001
+        msg = f"PostgreSQL unreachable at {PG_BASE}: {type(e).__name__}: {e}"
+        if pg_required():
+            pytest.fail(f"{msg} (SHUFFLEDP_REQUIRE_PG=1: the PostgreSQL tests must run)", pytrace=False)
+        pytest.skip(msg)
+
+
+@contextlib.contextmanager
+def pg_databases(prefix: str, roles=("shuffler", "analyzer")):
+    """Fresh PostgreSQL databases (one per role) for the block; yields their URLs, drops them after."""
+    conn = pg_admin()
+    names = [f"{prefix}_{r}_{secrets.token_hex(4)}" for r in roles]
+    try:
+        for n in names:
+            conn.execute(f'CREATE DATABASE "{n}"')
+        base = PG_BASE.rsplit("/", 1)[0]
+        yield [f"{base}/{n}" for n in names]
+    finally:
+        for n in names:
+            conn.execute(f'DROP DATABASE IF EXISTS "{n}" WITH (FORCE)')
+        conn.close()
+
+
+#: parameters for fixtures that run over both storage back ends
+STORAGES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+
+@contextlib.contextmanager
+def storage_urls(kind: str, tmp, roles=("shuffler", "analyzer")):
+    """Database URLs for ``roles`` on ``kind`` ("sqlite": files under ``tmp``; "postgresql": fresh DBs)."""
+    if kind == "sqlite":
+        yield [f"sqlite:///{tmp}/{r}.db" for r in roles]
+    else:
+        with pg_databases("shuffledp_test", roles) as urls:
+            yield urls
 
 
 def identity_task(dep: Deployment, d: int, floor: int, **kw) -> dict:

@@ -10,14 +10,18 @@
   randomized message for a given value is drawn once and reused (repeated reports of one value
   reveal nothing new: the same eps-LDP output is re-sent under a fresh report id).
 - Outbox: each sealed envelope is stored (SQLite, WAL, synchronous=FULL) before upload; ``flush``
-  uploads in batches, retries network errors/5xx/429 with jittered exponential backoff, deletes
-  on 200 (accepted or duplicate), drops (and counts) reports refused with a 4xx.
+  uploads oldest first in requests sized to fit the shuffler's body limit, deletes on 200
+  (accepted or duplicate), splits a request refused with 413, and keeps and retries (jittered
+  exponential backoff) on network errors, 5xx, 404 (task not registered at the shuffler yet),
+  408/429 and other 4xx. Only reports the shuffler says are themselves invalid are dropped
+  (counted per reason in ``stats()`` and logged).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import secrets
 import sqlite3
 import time
@@ -37,6 +41,13 @@ __all__ = ["ShuffleDPClient", "BudgetExceededError", "ConfigError", "fetch_task"
            "seal_many", "upload"]
 
 SDK_USER_AGENT = "shuffledp-sdk/1"
+#: the shuffler's limits per upload request (``shuffler.MAX_BODY_BYTES``,
+#: ``shuffler.MAX_REPORTS_PER_REQUEST``); a shuffler with smaller ones answers 413 and the client
+#: halves its requests
+UPLOAD_MAX_BYTES = 8 * 1024 * 1024
+UPLOAD_MAX_REPORTS = 10_000
+
+log = logging.getLogger("shuffledp.client")
 
 
 class BudgetExceededError(ValidationError):
@@ -119,6 +130,17 @@ def upload(http: httpx.Client, shuffler_url: str, task_id: bytes, items: list[tu
     return r.json()
 
 
+def _fitting(rows: list, max_bytes: int) -> int:
+    """How many of ``rows`` (outbox rows, oldest first) one upload body of ``max_bytes`` holds (>= 1)."""
+    size, k = 8, 0   # "SDU1" + u32 count
+    for row in rows:
+        size += 3 + len(row[1]) + len(row[2])   # u8 crowd length, crowd, u16 envelope length, envelope
+        if size > max_bytes:
+            break
+        k += 1
+    return max(k, 1)
+
+
 class ShuffleDPClient:
     """One client device's SDK instance for one task.
 
@@ -147,6 +169,8 @@ class ShuffleDPClient:
         self.shuffler_url = shuffler_url.rstrip("/")
         self.mech = self.cfg.mechanism_object()
         self.max_outbox = max_outbox
+        self.upload_max_bytes = UPLOAD_MAX_BYTES
+        self.upload_max_reports = UPLOAD_MAX_REPORTS
         self.db = sqlite3.connect(str(state_path), isolation_level=None, check_same_thread=False)
         for p in ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL"):
             self.db.execute(p)
@@ -231,15 +255,45 @@ class ShuffleDPClient:
     def pending(self) -> int:
         return self.db.execute("SELECT count(*) FROM outbox").fetchone()[0]
 
+    def _refuse(self, rows: list, reason: str) -> None:
+        """Delete reports the shuffler said are themselves invalid; counted per reason and logged."""
+        self.db.execute("BEGIN IMMEDIATE")
+        self.db.executemany("DELETE FROM outbox WHERE digest=?", [(row[0],) for row in rows])
+        self._stat("refused", len(rows))
+        self._stat(f"refused:{reason}", len(rows))
+        self.db.execute("COMMIT")
+        log.warning("shuffler refused %d report(s) of task %s as invalid (%s); dropped from the outbox",
+                    len(rows), self.cfg.task_id.hex()[:16], reason)
+
+    def stats(self) -> dict[str, int]:
+        """The outbox's counters: ``refused`` (and ``refused:<reason>``), ``outbox_dropped``."""
+        return dict(self.db.execute("SELECT name, value FROM stats").fetchall())
+
     def flush(self, max_attempts: int = 8, batch: int = 1000, base_delay: float = 0.1) -> dict:
-        """Upload the outbox; returns {"sent": n, "refused": m, "left": k}."""
+        """Upload the outbox (oldest first); returns {"sent": n, "refused": m, "left": k}.
+
+        Each request holds at most ``batch`` reports and is sized from the reports' lengths to fit
+        ``upload_max_bytes`` (the shuffler's body limit). Reports leave the outbox only when
+        acknowledged (200: accepted or duplicate) or when the shuffler says the report itself is
+        invalid (a per-report error in a 200, or 400/413 for a request holding that one report);
+        those are counted in :meth:`stats` (``refused:<reason>``) and logged. A 413 or 400 for a
+        request of several reports halves the request size (until the offending report is alone).
+        Everything else keeps the reports and retries with jittered exponential backoff
+        (``Retry-After`` honoured): network errors, 5xx, 408/425/429, 404 (a task the analyzer
+        announced but the shuffler has not registered yet) and other 4xx. After ``max_attempts``
+        consecutive failures ``flush`` returns; the reports stay queued for the next call.
+        """
         sent = refused = 0
         attempt = 0
+        isolate: int | None = None   # request size while isolating a report refused with 400
         while True:
-            rows = self.db.execute("SELECT digest, crowd, envelope, plaintext, attempts FROM outbox LIMIT ?",
-                                   (batch,)).fetchall()
+            cap = min(batch, self.upload_max_reports, isolate or batch)
+            rows = self.db.execute("SELECT digest, crowd, envelope, plaintext, attempts FROM outbox "
+                                   "ORDER BY rowid LIMIT ?", (cap,)).fetchall()
             if not rows:
                 break
+            rows = rows[:_fitting(rows, self.upload_max_bytes)]
+            r = None
             try:
                 r = self.http.post(f"{self.shuffler_url}/v1/tasks/{self.cfg.task_id.hex()}/reports",
                                    content=encode_upload([(c, e) for _d, c, e, _p, _a in rows]),
@@ -261,26 +315,41 @@ class ShuffleDPClient:
                     self.db.execute("INSERT OR IGNORE INTO outbox(digest, task, crowd, envelope, plaintext, attempts) "
                                     "VALUES (?,?,?,?,?,1)", (hashlib.sha256(env).digest(), self.cfg.task_id,
                                                              rows[i][1], env, pt))
+                reasons: dict[str, int] = {}
+                for i, err in errs.items():
+                    if i not in outdated:
+                        reasons[err] = reasons.get(err, 0) + 1
+                for reason, k in reasons.items():
+                    self._stat("refused", k)
+                    self._stat(f"refused:{reason}", k)
                 self.db.execute("COMMIT")
+                for reason, k in reasons.items():
+                    log.warning("shuffler refused %d report(s) of task %s as invalid (%s); dropped from the outbox",
+                                k, self.cfg.task_id.hex()[:16], reason)
                 sent += len(rows) - len(errs)
                 refused += len(errs) - len(outdated)
                 attempt = 0
                 continue
-            if status is not None and 400 <= status < 500 and status not in (408, 429):
-                self.db.execute("BEGIN IMMEDIATE")
-                self.db.executemany("DELETE FROM outbox WHERE digest=?", [(row[0],) for row in rows])
-                self.db.execute("COMMIT")
-                refused += len(rows)
+            if status in (400, 413):
+                if len(rows) > 1:   # too large, or one frame is bad: split until it is alone
+                    if status == 413:
+                        self.upload_max_reports = max(1, len(rows) // 2)
+                    else:
+                        isolate = max(1, len(rows) // 2)
+                    continue
+                self._refuse(rows, "reportTooLarge" if status == 413 else "invalidMessage")
+                refused += 1
+                isolate = None
+                attempt = 0
                 continue
             attempt += 1
             if attempt >= max_attempts:
                 break
             delay = base_delay * 2 ** attempt * (0.5 + secrets.randbelow(1000) / 1000)
-            if status == 429 and r.headers.get("retry-after", "").isdigit():
-                delay = max(delay, float(r.headers["retry-after"]))
+            retry_after = r.headers.get("retry-after", "") if r is not None else ""
+            if retry_after.isdigit():
+                delay = max(delay, float(retry_after))
             time.sleep(min(delay, 30.0))
-        if refused:
-            self._stat("refused", refused)
         return {"sent": sent, "refused": refused, "left": self.pending()}
 
     def close(self) -> None:

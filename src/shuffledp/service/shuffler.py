@@ -52,6 +52,18 @@ log = logging.getLogger("shuffledp.service.shuffler")
 
 MAX_REPORTS_PER_REQUEST = 10_000
 MAX_BODY_BYTES = 8 * 1024 * 1024
+COUNTER_NAME_LEN = shuffler_counters.c.name.type.length  # String(64) (storage.py, migration 0001)
+
+
+def evaluated_counter_name(crowd: bytes) -> str:
+    """Name of the counter holding the last closed window whose pool of ``crowd`` was evaluated.
+
+    Fixed length (26 characters) whatever the crowd id's length (up to ``wire.MAX_CROWD_LEN`` = 64
+    bytes): ``evaluated:`` + the first 16 hex characters of SHA-256(crowd). The crowd's hex id (up
+    to 128 characters) would not fit the 64-character column (PostgreSQL refuses it with
+    StringDataRightTruncation; SQLite stores it silently).
+    """
+    return "evaluated:" + hashlib.sha256(crowd).hexdigest()[:16]
 
 
 class ShufflerState:
@@ -108,6 +120,26 @@ class ShufflerState:
                       .values(value=shuffler_counters.c.value + by))
         if r.rowcount == 0:
             c.execute(shuffler_counters.insert().values(task_id=task_id, name=name, value=by))
+
+    def _claim_evaluation(self, c, task_id: bytes, crowd: bytes, closed: int) -> bool:
+        """Record that the pool of (task, crowd) is evaluated for closed window ``closed``; False if it was.
+
+        The mark is the counter :func:`evaluated_counter_name`; a mark written under the legacy
+        name ``evaluated:<crowd hex>`` (only ever storable for crowds of at most 27 bytes) is read
+        too and replaced, so an upgrade never lets a pool be evaluated twice in one window.
+        """
+        name, legacy = evaluated_counter_name(crowd), f"evaluated:{crowd.hex()}"
+        names = [name] + ([legacy] if len(legacy) <= COUNTER_NAME_LEN else [])
+        vals = {r.name: int(r.value) for r in c.execute(select(shuffler_counters.c.name, shuffler_counters.c.value)
+                                                          .where(shuffler_counters.c.task_id == task_id,
+                                                                 shuffler_counters.c.name.in_(names)))}
+        if vals and max(vals.values()) >= closed:
+            return False
+        self._bump(c, task_id, name, closed - vals.get(name, 0))
+        if legacy in vals:
+            c.execute(delete(shuffler_counters).where(shuffler_counters.c.task_id == task_id,
+                                                      shuffler_counters.c.name == legacy))
+        return True
 
     def counters(self, task_id: bytes) -> dict[str, int]:
         with self.engine.connect() as c:
@@ -248,12 +280,8 @@ class ShufflerState:
                     continue
                 if cfg.drop_noise is not None:
                     # each evaluation of a pool is a DP release: at most once per closed window
-                    mark = f"evaluated:{crowd.hex()}"
-                    last = c.execute(select(shuffler_counters.c.value).where(
-                        shuffler_counters.c.task_id == task_id, shuffler_counters.c.name == mark)).scalar()
-                    if last is not None and last >= closed:
+                    if not self._claim_evaluation(c, task_id, crowd, closed):
                         continue
-                    self._bump(c, task_id, mark, closed - (last or 0))
                 drop = 0
                 if cfg.drop_noise is not None:   # DP random drop (exact sampler, spec §6.7.4)
                     from .drop import sample_drop
