@@ -150,7 +150,22 @@ def test_k_reports_per_window_over_two_windows_and_single_window_unchanged(tmp_p
     _deliver(an, sh, cfg)
     e = estimates(an, cfg.task_id)
     assert e["privacy_statement"]["eps"] == pytest.approx(6 * eps1, rel=1e-12)
-    assert e["privacy_statement"]["delta"] == pytest.approx(6 * math.exp(5 * eps1) * DELTA, rel=1e-9)
+    # group privacy inside each batch (3 reports), basic composition over the two batches
+    assert e["privacy_statement"]["delta"] == pytest.approx(6 * math.exp(2 * eps1) * DELTA, rel=1e-9)
+
+
+def test_many_single_window_batches_compose_additively(tmp_path):
+    an, sh, cfg, key = _world(tmp_path)
+    n = cfg.min_batch_size
+    for w in range(6):
+        now = T0 + w * HOUR + 10
+        sh.ingest(cfg.task_id, encode_upload([(b"", e) for e in seal_many(
+            cfg, key, encode_reports(cfg, np.arange(n) % 4, now), b"")]), now=now)
+        sh._form_batches(now, True)
+    assert len(_deliver(an, sh, cfg)) == 6
+    eps1 = central_epsilon(2.0, n, DELTA)[0]
+    st = estimates(an, cfg.task_id)["privacy_statement"]
+    assert st["eps"] == pytest.approx(6 * eps1, rel=1e-12) and st["delta"] == pytest.approx(6 * DELTA, rel=1e-12)
 
 
 def test_delayed_reports_in_a_later_labelled_batch_are_charged_to_their_own_window(tmp_path):

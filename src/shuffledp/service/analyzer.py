@@ -335,7 +335,7 @@ def ingest_batch(state: AnalyzerState, task_id: bytes, bid: bytes, body: bytes) 
         # this batch, for every client window its valid reports come from (report times are inside
         # the HPKE ciphertext: authenticated, and the clock the SDK's per-window cap counts with).
         st, _method = cfg.batch_privacy(n_valid)
-        cw = sorted({int(w) for w in client_windows(cfg, times[cand])})
+        cw = np.unique(client_windows(cfg, times[cand])).tolist()
         group = cfg.client_policy.max_reports_per_window * len(cw)
         st_group = group_statement(st, group, f"{cfg.client_policy.max_reports_per_window} report(s)/window x "
                                               f"{len(cw)} client window(s) in this batch")
@@ -375,35 +375,39 @@ def estimates(state: AnalyzerState, task_id: bytes, crowd: bytes | None = None, 
     mech = cfg.mechanism_object()
     est = mech.estimate(stat, n)
     # privacy (see docs/services.md, "Privacy statements"): a client sends at most k reports per
-    # client window; each report lies in one batch and costs that batch's per-report (eps, delta)
-    # (changing a user = changing its reports one by one, hybrid argument). Per client window the
-    # weakest batch holding reports of that window is charged for all k reports, whatever the
-    # batch's label or crowd; over the K = k * |client windows| reports:
-    #   eps = k * sum_w eps_w,  delta <= sum_i e^{eps before step i} delta_i <= K e^{eps - eps_min} delta_max.
+    # client window; each report lies in one batch b (holding reports of the client windows W_b),
+    # so a user has c_b <= min(k |W_b|, K) reports in b, K = k |W| over all client windows W.
+    # Group privacy per batch + basic composition over batches:
+    #   eps   = sum_b c_b eps_b <= k * sum_w eps_w   (eps_w: weakest batch holding reports of w,
+    #                                                 whatever its label or crowd)
+    #   delta = sum_b c_b e^{(c_b-1) eps_b} delta_b <= K * max_b e^{(min(k|W_b|, K)-1) eps_b} * max_b delta_b
     k = cfg.client_policy.max_reports_per_window
-    per_cw: dict[int, tuple[float, float]] = {}
+    per_cw: dict[int, float] = {}
+    spans: list[tuple[int, float, float]] = []
     for r in ledger:
         e = math.inf if r.eps_central < 0 else r.eps_central
-        for w in _ledger_windows(cfg, r):
-            cur = per_cw.get(w, (0.0, 0.0))
-            per_cw[w] = (max(cur[0], e), max(cur[1], r.delta))
+        ws = _ledger_windows(cfg, r)
+        if ws:
+            spans.append((len(ws), e, r.delta))
+        for w in ws:
+            per_cw[w] = max(per_cw.get(w, 0.0), e)
     n_reports = k * len(per_cw)
-    eps_tot = k * sum(e for e, _ in per_cw.values())
-    if per_cw and math.isfinite(eps_tot):
-        e_min = min(e for e, _ in per_cw.values())
-        d_max = max(d for _, d in per_cw.values())
-        delta_tot = n_reports * math.exp(eps_tot - e_min) * d_max if d_max > 0 else 0.0
-    else:
-        delta_tot = 0.0
+    eps_tot = k * sum(per_cw.values())
+    delta_tot = 0.0
+    if spans and math.isfinite(eps_tot):
+        d_max = max(d for _, _, d in spans)
+        if d_max > 0:
+            growth = max(math.exp((min(k * nw, n_reports) - 1) * e) for nw, e, _ in spans)
+            delta_tot = n_reports * growth * d_max
     if math.isinf(eps_tot):
         st = PrivacyStatement(math.inf, 0.0, "local", note="test mechanism: no privacy")
     else:
         model = "shuffle" if delta_tot > 0 else "local"
         st = PrivacyStatement(eps_tot, min(delta_tot, 0.999999), model, "replace_one",
                               gamma=cfg.honest_fraction if model == "shuffle" else 1.0,
-                              note=f"{len(per_cw)} client window(s) x {k} report(s)/window composed (hybrid "
-                                   f"argument: group privacy + basic composition) over per-batch bounds (weakest "
-                                   f"batch per client window); eps0={cfg.eps_local:g}")
+                              note=f"{len(per_cw)} client window(s) x {k} report(s)/window: group privacy per "
+                                   f"batch + basic composition over batches (weakest batch per client window); "
+                                   f"eps0={cfg.eps_local:g}")
     out = {"task_id": task_id.hex(), "n": n, "windows": sorted({int(r.window) for r in rows}),
            "client_windows": sorted(per_cw), "batches": len(ledger)}
     if cfg.central_mode:
@@ -570,7 +574,8 @@ def create_analyzer_app(state: AnalyzerState) -> FastAPI:
         with state.engine.connect() as c:
             rows = c.execute(select(analyzer_ledger).where(analyzer_ledger.c.task_id == t)).all()
         return {"ledger": [{"batch_id": r.batch_id.hex(), "window": r.window, "crowd": r.crowd_id.hex(),
-                            "n_released": r.n_released, "n_valid": r.n_valid, "statement": r.statement}
+                            "n_released": r.n_released, "n_valid": r.n_valid, "statement": r.statement,
+                            "client_windows": _ledger_windows(state.task(t), r)}
                            for r in rows]}
 
     @app.get("/v1/tasks/{task_hex}/stats")
