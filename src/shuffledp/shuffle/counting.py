@@ -150,7 +150,9 @@ class CntRR(Protocol):
         else:
             from ..accounting.shuffle import local_epsilon_for
 
-            e0 = local_epsilon_for(eps, n_, dlt, method="clones", randomizer="binary_rr")
+            # aim a hair below the target: the round trip eps0 -> lambda -> eps_l and the forward
+            # bound's outward rounding otherwise state eps = target * (1 + 1e-10) at n = 4000
+            e0 = local_epsilon_for(eps * (1.0 - 1e-9), n_, dlt, method="clones", randomizer="binary_rr")
             lam = n_ * 2.0 / (math.exp(e0) + 1.0)
         if not (0.0 < lam < n_):
             raise OutOfDomainError(f"cnt_rr: calibrated lambda = {lam:.6g} is outside (0, n={n_})", parameter="epsilon")
