@@ -525,6 +525,17 @@ class CountMeanSketch(_CountMeanSketchBase):
                                   parameter="statistic")
         return stat
 
+    def _statistic_shape(self) -> tuple[int, ...]:
+        return (self.k, self.m + 1)
+
+    def _check_statistic_for(self, statistic: Any, n: int) -> np.ndarray:
+        """Shape ``(k, m+1)``; per row ``0 <= +1 bits <= users of the row``; ``n`` users in all."""
+        stat = FrequencyOracle._check_statistic_for(self, statistic, n)
+        if np.any(stat[:, :self.m] > stat[:, self.m:]):
+            raise ValidationError("statistic: a (hash index, column) count exceeds the users of its hash index",
+                                  parameter="statistic")
+        return stat
+
     def sketch(self, statistic: np.ndarray) -> np.ndarray:
         """The seed's real-valued sketch ``M = sum_i k ((c/2) v~_i + 1/2)`` (rows by ``j``)."""
         stat = self._check_statistic(statistic).astype(np.float64)
@@ -673,6 +684,17 @@ class HadamardCountMeanSketch(_CountMeanSketchBase):
         stat = np.asarray(statistic)
         if stat.shape != (self.k, self.m):
             raise ValidationError(f"statistic must have shape ({self.k}, {self.m}), got {stat.shape}",
+                                  parameter="statistic")
+        return stat
+
+    def _check_statistic_for(self, statistic: Any, n: int) -> np.ndarray:
+        """Shape ``(k, m)`` of finite sign sums; every user adds +-1 to one cell, so sum |cell| <= n."""
+        stat = self._check_statistic(statistic)
+        if stat.dtype == np.bool_ or not (np.issubdtype(stat.dtype, np.integer) or np.issubdtype(stat.dtype, np.floating)) \
+                or not np.all(np.isfinite(stat)):
+            raise ValidationError("statistic must be finite sign sums", parameter="statistic")
+        if np.abs(stat.astype(np.float64)).sum() > n:
+            raise ValidationError(f"statistic: the sign sums exceed the n={n} reports (sum |cell| > n)",
                                   parameter="statistic")
         return stat
 
