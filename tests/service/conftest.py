@@ -106,9 +106,15 @@ def counts_from_estimate(est: dict) -> np.ndarray:
     return np.rint(np.asarray(est["estimate"]) * est["n"]).astype(np.int64)
 
 
-@pytest.fixture(scope="module")
-def dep(tmp_path_factory):
-    d = Deployment(tmp_path_factory.mktemp("deploy"), tick_seconds=3600)  # batcher only via admin tick
-    d.start()
-    yield d
-    d.stop()
+@pytest.fixture(scope="module", params=STORAGES)
+def dep(request, tmp_path_factory):
+    """One deployment per test module and storage back end (SQLite files, fresh PostgreSQL databases)."""
+    tmp = tmp_path_factory.mktemp("deploy")
+    with storage_urls(request.param, tmp) as (shuffler_db, analyzer_db):
+        d = Deployment(tmp, shuffler_db=shuffler_db, analyzer_db=analyzer_db,
+                       tick_seconds=3600)  # batcher only via admin tick
+        d.start()
+        try:
+            yield d
+        finally:
+            d.stop()

@@ -69,3 +69,39 @@ def test_user_url_short_circuits(tmp_path):
     env = {"PATH": os.environ["PATH"], "SHUFFLEDP_TEST_PG_URL": "postgresql://x@127.0.0.1:1/y"}
     r = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=30)
     assert r.returncode == 0 and "using it as is" in r.stdout
+
+
+# ---------------------------------------------------------------- SHUFFLEDP_REQUIRE_PG
+PG_TEST = "tests/service/test_shuffler_counters.py::test_long_crowd_with_drop_noise_releases_once_per_window"
+ROOT = SCRIPT.parents[1]
+
+
+def _run_pg_test(require: str | None) -> subprocess.CompletedProcess:
+    import sys
+    env = dict(os.environ, SHUFFLEDP_TEST_PG_URL="postgresql://postgres@127.0.0.1:1/test")  # nothing listens
+    env.pop("SHUFFLEDP_REQUIRE_PG", None)
+    if require is not None:
+        env["SHUFFLEDP_REQUIRE_PG"] = require
+    env["PYTHONPATH"] = str(ROOT / "src") + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rfEs",
+                           f"{PG_TEST}[postgresql]"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_unreachable_postgres_skips_with_the_reason_by_default():
+    r = _run_pg_test(None)
+    assert r.returncode == 0, r.stdout[-2000:]
+    assert "1 skipped" in r.stdout and "PostgreSQL unreachable at postgresql://postgres@127.0.0.1:1/test" in r.stdout
+
+
+def test_unreachable_postgres_fails_when_required():
+    r = _run_pg_test("1")
+    assert r.returncode == 1, r.stdout[-2000:]
+    assert "1 error" in r.stdout and "SHUFFLEDP_REQUIRE_PG=1" in r.stdout, r.stdout[-2000:]
+
+
+def test_ci_run_requires_postgres():
+    text = (ROOT / ".ci" / "run").read_text()
+    lines = [ln.strip() for ln in text.splitlines()]
+    assert "export SHUFFLEDP_REQUIRE_PG=1" in lines
+    assert lines.index("export SHUFFLEDP_REQUIRE_PG=1") < lines.index("make test")

@@ -1,6 +1,6 @@
 """``GET estimates`` returns values, std errors, CIs and the privacy statement (issue #6).
 
-In process (FastAPI TestClient, SQLite in a tmp dir, no subprocesses): one batch of sealed GRR
+In process (FastAPI TestClient, no subprocesses; SQLite in a tmp dir and a fresh PostgreSQL database): one batch of sealed GRR
 reports is ingested, then the endpoint's fields are checked against the mechanism's own estimator
 on the same reports, the 95 % normal interval, and the per-batch shuffle bound of the accountant.
 """
@@ -20,15 +20,21 @@ from shuffledp.service.client import encode_reports
 from shuffledp.service.config import create_task_config
 from shuffledp.service.wire import Batch, KeyConfig, batch_id, encode_batch, seal_report
 
+from .conftest import STORAGES, storage_urls
+
 pytestmark = pytest.mark.timeout(120)
 
 N, D, EPS0, DELTA = 1500, 8, 2.0, 1e-8
 
 
-@pytest.fixture(scope="module")
-def ingested(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("est")
-    an = AnalyzerState(f"sqlite:///{tmp / 'a.db'}", admin_token="adm", collector_token="col", peer_secret=b"p")
+@pytest.fixture(scope="module", params=STORAGES)
+def ingested(request, tmp_path_factory):
+    with storage_urls(request.param, tmp_path_factory.mktemp("est"), roles=("analyzer",)) as (url,):
+        yield from _ingested(url)
+
+
+def _ingested(url):
+    an = AnalyzerState(url, admin_token="adm", collector_token="col", peer_secret=b"p")
     cfg = create_task_config(name="est", mechanism={"kind": "frequency", "name": "grr", "epsilon": EPS0,
                                                     "params": {"d": D}},
                              target_central={"eps": 1.0, "delta": DELTA})

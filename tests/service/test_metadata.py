@@ -1,4 +1,8 @@
-"""Metadata stripping: no client address/User-Agent/headers at rest or in logs; uniform release order."""
+"""Metadata stripping: no client address/User-Agent/headers at rest or in logs; uniform release order.
+
+The at-rest scan runs on SQLite (every file in the deployment's directory: databases, WAL, logs)
+and on PostgreSQL (every row of every table of both databases, plus the logs).
+"""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from shuffledp.service.shuffler import ShufflerState
 from shuffledp.service.storage import shuffler_pending
 from shuffledp.service.wire import encode_upload
 
-from .conftest import identity_task, sealed
+from .conftest import STORAGES, identity_task, sealed, storage_urls
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -27,19 +31,44 @@ XFF = "203.0.113.199"
 COOKIE = "session=cookie-7c1d5e3b"
 
 
+NEEDLES = [CLIENT_IP.encode(), UA.encode(), XFF.encode(), b"cookie-7c1d5e3b", b"Distinctive"]
+
+
+def _hits(where: str, data: bytes) -> list[str]:
+    return [f"{where}: {n!r}" for n in NEEDLES if n in data or n.lower() in data.lower()]
+
+
 def _scan(dep: Deployment) -> list[str]:
     found = []
-    needles = [CLIENT_IP.encode(), UA.encode(), XFF.encode(), b"cookie-7c1d5e3b", b"Distinctive"]
     for p in sorted(dep.workdir.iterdir()):
         if p.is_file():
-            data = p.read_bytes()
-            found += [f"{p.name}: {n!r}" for n in needles if n in data or n.lower() in data.lower()]
+            found += _hits(p.name, p.read_bytes())
+    for url in (dep.shuffler.db, dep.analyzer.db):
+        if url.startswith("postgresql"):
+            found += _scan_pg(url)
+    return found
+
+
+def _scan_pg(url: str) -> list[str]:
+    """Every value of every table in the database's public schema."""
+    import psycopg
+    found = []
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+        tables = [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")]
+        assert tables, "no tables to scan"
+        for t in tables:
+            for row in conn.execute(f'SELECT * FROM "{t}"'):
+                for v in row:
+                    b = bytes(v) if isinstance(v, (bytes, memoryview)) else str(v).encode()
+                    found += _hits(f"{url.rsplit('/', 1)[1]}.{t}", b)
     return found
 
 
 @pytest.mark.slow
-def test_no_client_address_or_headers_at_rest_or_in_logs(tmp_path):
-    with Deployment(tmp_path, tick_seconds=3600) as dep:
+@pytest.mark.parametrize("storage", STORAGES)
+def test_no_client_address_or_headers_at_rest_or_in_logs(tmp_path, storage):
+    with storage_urls(storage, tmp_path) as (sdb, adb), \
+            Deployment(tmp_path, shuffler_db=sdb, analyzer_db=adb, tick_seconds=3600) as dep:
         t = identity_task(dep, d=64, floor=10)
         _, _, _, envs = sealed(dep, t["task_id"], np.arange(40))
         transport = httpx.HTTPTransport(local_address=CLIENT_IP)

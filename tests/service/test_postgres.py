@@ -2,13 +2,12 @@
 
 Uses 127.0.0.1:5432 (user postgres, trust auth) or ``SHUFFLEDP_TEST_PG_URL``; each test module
 creates its own databases and drops them afterwards. Skipped (with the reason) only when the
-server is unreachable.
+server is unreachable, and failed instead when ``SHUFFLEDP_REQUIRE_PG=1`` (as in CI). The main
+deployment fixture (``conftest.dep``) also runs every test of test_services.py over PostgreSQL.
 """
 
 from __future__ import annotations
 
-import os
-import secrets
 import time
 
 import httpx
@@ -18,33 +17,15 @@ import pytest
 from shuffledp.service.harness import Deployment
 from shuffledp.service.wire import encode_upload, seal_report
 
-from .conftest import counts_from_estimate, identity_task, sealed, send
+from .conftest import counts_from_estimate, identity_task, pg_databases, sealed, send
 from .faultproxy import FaultProxy
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(180)]
 
-BASE = os.environ.get("SHUFFLEDP_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
-
-
-def _admin_conn():
-    import psycopg
-    return psycopg.connect(BASE.replace("postgresql+psycopg://", "postgresql://"), autocommit=True, connect_timeout=3)
-
-
 @pytest.fixture(scope="module")
 def pg_urls():
-    try:
-        conn = _admin_conn()
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"PostgreSQL unreachable at {BASE}: {type(e).__name__}: {e}")
-    names = [f"shuffledp_test_{role}_{secrets.token_hex(4)}" for role in ("shuffler", "analyzer")]
-    for n in names:
-        conn.execute(f'CREATE DATABASE "{n}"')
-    base = BASE.rsplit("/", 1)[0]
-    yield [f"{base}/{n}" for n in names]
-    for n in names:
-        conn.execute(f'DROP DATABASE IF EXISTS "{n}" WITH (FORCE)')
-    conn.close()
+    with pg_databases("shuffledp_test") as urls:
+        yield urls
 
 
 @pytest.fixture(scope="module")

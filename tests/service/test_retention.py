@@ -8,7 +8,6 @@ moves only through the injected clock: no sleeps. Rules under test: ``service/re
 from __future__ import annotations
 
 import os
-import secrets
 
 import httpx
 import numpy as np
@@ -24,11 +23,12 @@ from shuffledp.service.shuffler import ShufflerState, create_shuffler_app
 from shuffledp.service.storage import analyzer_aggregates, analyzer_ledger, analyzer_report_ids, make_engine
 from shuffledp.service.wire import Batch, batch_id, encode_batch, encode_upload
 
+from .conftest import STORAGES, storage_urls
+
 pytestmark = pytest.mark.timeout(120)
 
 DAY, HOUR = 86400, 3600
 T0 = 1_800_000_000.0           # an hour boundary (1.8e9 % 3600 == 0)
-PG = os.environ.get("SHUFFLEDP_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 TOKEN = "admin-token"
 
 
@@ -40,25 +40,10 @@ class Clock:
         return self.t
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=STORAGES)
 def urls(request, tmp_path):
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/shuffler.db", f"sqlite:///{tmp_path}/analyzer.db"
-        return
-    try:
-        import psycopg
-        conn = psycopg.connect(PG.replace("postgresql+psycopg://", "postgresql://"), autocommit=True,
-                               connect_timeout=3)
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"PostgreSQL unreachable at {PG}: {type(e).__name__}: {e}")
-    names = [f"shuffledp_ret_{r}_{secrets.token_hex(4)}" for r in ("s", "a")]
-    for n in names:
-        conn.execute(f'CREATE DATABASE "{n}"')
-    base = PG.rsplit("/", 1)[0]
-    yield tuple(f"{base}/{n}" for n in names)
-    for n in names:
-        conn.execute(f'DROP DATABASE IF EXISTS "{n}" WITH (FORCE)')
-    conn.close()
+    with storage_urls(request.param, tmp_path) as u:
+        yield tuple(u)
 
 
 class World:
