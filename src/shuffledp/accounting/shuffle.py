@@ -505,9 +505,14 @@ def local_epsilon_for(eps_c: float, n: int, delta: float, method: Method = "clon
     """Largest eps0 whose shuffled reports over ``n`` users are (eps_c, delta)-DP (rounded down).
 
     Numeric methods (``clones``, ``blanket`` Hoeffding/Bennett): bisection on eps0 of
-    ``delta(eps_c; eps0, n) <= delta``; the answer is >= eps_c (no amplification is always valid).
-    Closed forms: the theorem solved for eps0; raises OutOfDomainError if that lies outside the
-    theorem's domain (the survey tables' "None").
+    ``delta(eps_c; eps0, n) <= delta``; the answer is >= eps_c up to the outward-rounding margin
+    (no amplification is always valid). Closed forms: the theorem solved for eps0; raises
+    OutOfDomainError if that lies outside the theorem's domain (the survey tables' "None").
+
+    Guarantee: ``shuffle_amplification(local_epsilon_for(eps_c, ...), ...) <= eps_c`` exactly. The
+    candidate is checked with the forward function itself (its own root finding and outward
+    rounding, which may sit ~1e-10 relative above the crossing the bisection found) and moved down
+    until that holds.
     """
     eps_c = check_epsilon(eps_c, "eps_c")
     n = _check_n(n)
@@ -515,7 +520,7 @@ def local_epsilon_for(eps_c: float, n: int, delta: float, method: Method = "clon
     opts = _resolve(method, options)
     fn = _numeric_delta_fn(method, opts, delta)
     if fn is None:
-        return _round_down(_converse_closed(eps_c, n, delta, method, opts))
+        return _below_forward(_converse_closed(eps_c, n, delta, method, opts), eps_c, n, delta, method, opts)
 
     def ok(e0: float) -> bool:
         return fn(eps_c, e0, n) <= delta
@@ -526,7 +531,7 @@ def local_epsilon_for(eps_c: float, n: int, delta: float, method: Method = "clon
         lo = hi
         hi *= 2.0
         if hi > 1e4:
-            return _round_down(lo)
+            return _below_forward(lo, eps_c, n, delta, method, opts)
     for _ in range(200):
         if hi - lo <= 1e-11 * hi:
             break
@@ -535,7 +540,22 @@ def local_epsilon_for(eps_c: float, n: int, delta: float, method: Method = "clon
             lo = mid
         else:
             hi = mid
-    return _round_down(lo)
+    return _below_forward(lo, eps_c, n, delta, method, opts)
+
+
+def _below_forward(e0: float, eps_c: float, n: int, delta: float, method: str, opts: dict[str, Any]) -> float:
+    """``e0`` rounded down, then moved down (relative steps 1e-10, doubling) until the forward map
+    *exactly as* :func:`shuffle_amplification` computes and rounds it is <= eps_c. The forward is
+    non-decreasing in eps0 and <= round_up(eps0), so the walk ends at the latest near
+    eps_c / (1 + 1e-12) (no amplification); usually the first candidate passes."""
+    x = _round_down(e0)
+    step = 1e-10
+    for _ in range(64):
+        if round_up(min(x, _raw(x, n, delta, method, opts))) <= eps_c:
+            return x
+        x = _round_down(x * (1.0 - step))
+        step = min(2.0 * step, 0.5)
+    raise RuntimeError(f"local_epsilon_for: no eps0 below {e0!r} verified for eps_c={eps_c!r}")  # pragma: no cover
 
 
 def min_users_for(eps0: float, eps_c: float, delta: float, method: Method = "clones", **options: Any) -> int:
