@@ -316,3 +316,39 @@ def test_cheu2019_corollary_4_7_domain_is_enforced():
 
     with pytest.raises(OutOfDomainError, match="14 ln"):
         shuffle_amplification(12.0, 10_000, D9, "cheu2019")  # n*flip far below 14 ln(4/delta)
+
+
+def test_min_users_for_surfaces_the_theorems_domain_error():
+    """Review: min_users_for(1.0, 0.1, 1e-9, "erlingsson2019") said "no n <= 2^50 reaches eps_c" though
+    the cause is eps0 >= 1/2, outside EFMRTT19's domain at every n."""
+    with pytest.raises(OutOfDomainError, match=r"eps0 < 0.5") as e:
+        min_users_for(1.0, 0.1, D9, "erlingsson2019")
+    assert e.value.parameter == "eps0"
+    assert "reaches" not in str(e.value)
+    with pytest.raises(OutOfDomainError, match=r"delta < 0.01") as e:
+        min_users_for(0.4, 0.1, 0.05, "erlingsson2019")
+    assert e.value.parameter == "delta"
+    # inside the domain the search still works, and n-dependent domain limits are just "not enough users"
+    n = min_users_for(0.4, 0.1, D9, "erlingsson2019")
+    assert n > 1000 and shuffle_amplification(0.4, n, D9, "erlingsson2019") <= 0.1
+    assert shuffle_amplification(0.4, n - 1, D9, "erlingsson2019") > 0.1  # n is the smallest
+    n_cf = min_users_for(1.0, 0.1, D9, "clones_closed_form")  # domain eps0 <= ln(n/(16 ln(2/delta))) grows with n
+    assert shuffle_amplification(1.0, n_cf, D9, "clones_closed_form") <= 0.1
+
+
+@pytest.mark.parametrize("fn", [lambda **kw: shuffle_amplification(1.0, 1000, 1e-6, "blanket", **kw),
+                                lambda **kw: local_epsilon_for(0.5, 1000, 1e-6, "blanket", **kw),
+                                lambda **kw: min_users_for(1.0, 0.5, 1e-6, "blanket", **kw)])
+@pytest.mark.parametrize("opts", [{"k": 5}, {"k": 2}, {"k": 5, "randomizer": "generic"},
+                                  {"k": 5, "bound": "bennett"}])
+def test_blanket_k_refused_for_generic_randomizer(fn, opts):
+    """Review: the blanket k option was silently ignored when randomizer="generic"."""
+    with pytest.raises(ValidationError, match="randomizer='krr'") as e:
+        fn(**opts)
+    assert e.value.parameter == "k"
+
+
+def test_blanket_k_used_with_krr():
+    a = shuffle_amplification(1.0, 1000, 1e-6, "blanket", randomizer="krr", k=2)
+    b = shuffle_amplification(1.0, 1000, 1e-6, "blanket", randomizer="krr", k=50)
+    assert a != b

@@ -114,6 +114,10 @@ def _resolve(method: str, options: dict[str, Any]) -> dict[str, Any]:
             raise ValidationError(f"{key} must be one of {allowed[key]}, got {val!r}", parameter=key)
     opts = {**_DEFAULTS[method], **options}
     if method == "blanket":
+        if "k" in options and opts["randomizer"] != "krr":
+            raise ValidationError("blanket option k (the k-ary RR's domain size) applies only to randomizer='krr'; "
+                                  f"randomizer={opts['randomizer']!r} covers every eps0-LDP randomizer and takes no k",
+                                  parameter="k")
         opts["k"] = check_positive_int(opts["k"], "k", minimum=2)
         if opts["bound"] == "closed_form" and opts["randomizer"] != "krr":
             raise ValidationError("blanket bound='closed_form' (BBGN19 Thm 3.1) needs randomizer='krr'",
@@ -282,8 +286,9 @@ def _bisect_eps(delta_fn: Callable[[float], float], eps0: float, delta: float) -
 
 def _erlingsson(eps0: float, n: int, delta: float) -> float:
     if not (eps0 < 0.5 and n > 1000 and delta < 0.01):
+        bad = "eps0" if not eps0 < 0.5 else ("delta" if not delta < 0.01 else "n")
         raise OutOfDomainError("erlingsson2019 (EFMRTT19 Thm) needs eps0 < 0.5, n > 1000 and delta < 0.01; "
-                               f"got eps0={eps0!r}, n={n}, delta={delta!r}", parameter="eps0")
+                               f"got eps0={eps0!r}, n={n}, delta={delta!r}", parameter=bad)
     return 12.0 * eps0 * math.sqrt(math.log(1.0 / delta) / n)
 
 
@@ -562,7 +567,10 @@ def min_users_for(eps0: float, eps_c: float, delta: float, method: Method = "clo
     """Smallest n such that eps0-LDP reports of n users, shuffled, are (eps_c, delta)-DP.
 
     Exponential then binary search over n (methods are non-increasing in n). Returns 1 when
-    eps_c >= eps0. Raises OutOfDomainError if no n <= 2^50 suffices.
+    eps_c >= eps0. Raises OutOfDomainError if no n <= 2^50 suffices; for a closed form whose domain
+    excludes (eps0, delta) at every n (e.g. erlingsson2019 with eps0 >= 1/2) that is the theorem's own
+    domain error, not "no n reaches eps_c". Every closed-form domain only widens as n grows, so the
+    probe at n = 2^50 decides this.
     """
     eps0 = check_epsilon(eps0, "eps0")
     eps_c = check_epsilon(eps_c, "eps_c")
@@ -571,6 +579,13 @@ def min_users_for(eps0: float, eps_c: float, delta: float, method: Method = "clo
     if eps_c >= eps0:
         return 1
     fn = _numeric_delta_fn(method, opts, delta)
+    n_max = 2**50
+    if fn is None:
+        try:
+            _raw(eps0, n_max, delta, method, opts)
+        except OutOfDomainError as err:
+            raise OutOfDomainError(f"method {method!r}: eps0={eps0!r}, delta={delta!r} lie outside the theorem's "
+                                   f"domain for every n <= 2^50: {err}", parameter=err.parameter) from err
 
     def ok(n: int) -> bool:
         if fn is not None:
@@ -584,7 +599,7 @@ def min_users_for(eps0: float, eps_c: float, delta: float, method: Method = "clo
     while not ok(hi):
         lo = hi
         hi *= 2
-        if hi > 2**50:
+        if hi > n_max:
             raise OutOfDomainError(f"method {method!r}: no n <= 2^50 reaches eps_c={eps_c!r} from eps0={eps0!r}",
                                    parameter="eps_c")
     while hi - lo > 1:
