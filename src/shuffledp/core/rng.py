@@ -23,7 +23,13 @@ def simulation_rng(seed: int | None = None) -> np.random.Generator:
 
 
 def secure_rng() -> np.random.Generator:
-    """A generator seeded with 128 bits from the OS entropy pool (for clients/services)."""
+    """A generator seeded with 128 bits from the OS entropy pool (for clients/services).
+
+    PCG64 is *not* a cryptographically secure generator, even when seeded from the OS: anything
+    whose secrecy the guarantee rests on (the shuffle permutation, see
+    :func:`shuffledp.shuffle.shuffler.csprng_permutation`; central noise, see
+    ``shuffledp.central``) reads :func:`os.urandom` directly instead.
+    """
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence()))
 
 
