@@ -34,9 +34,12 @@ def secure_rng() -> np.random.Generator:
     """A fresh generator seeded with 256 bits from ``os.urandom`` (for clients/services).
 
     **Use it for one encode call (one batch) only**, then drop it: the bit generator (PCG64) is
-    statistically strong but not a CSPRNG, so a generator shared by many reports could in
-    principle let an observer of those reports reconstruct its state. Every call re-seeds from
-    the OS, so separate calls are independent.
+    statistically strong but *not* a cryptographically secure generator, so a generator shared by
+    many reports could in principle let an observer of those reports reconstruct its state. Every
+    call re-seeds from the OS, so separate calls are independent. Anything whose secrecy a
+    guarantee rests on (the shuffle permutation, see
+    :func:`shuffledp.shuffle.shuffler.csprng_permutation`; central noise, see ``shuffledp.central``)
+    reads :func:`os.urandom` directly instead.
     """
     seed = int.from_bytes(os.urandom(32), "little")
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
