@@ -34,13 +34,26 @@ def simulate(
 ) -> None:
     """Simulate one collection round of a local frequency oracle on a synthetic Zipf dataset."""
     from .core.errors import ValidationError
-    from .local import frequency_oracle
 
     try:
-        mech = frequency_oracle(mechanism, epsilon, d)
-    except ValidationError as e:
-        console.print(f"[red]error:[/red] {e}")
+        _simulate(mechanism, epsilon, d, n, zipf, top, seed, chunk)
+    except ValidationError as e:  # bad parameters: one clear line and exit code 2, never a traceback
+        console.print(f"[red]error:[/red] {e}", markup=True, highlight=False)
         raise typer.Exit(2) from e
+
+
+def _simulate(mechanism: str, epsilon: float, d: int, n: int, zipf: float, top: int, seed: int,
+              chunk: int) -> None:
+    from .core.validation import check_domain_size, check_positive_int, check_real
+    from .local import frequency_oracle
+
+    n = check_positive_int(n, "n")
+    chunk = check_positive_int(chunk, "chunk")
+    top = check_positive_int(top, "top")
+    d = check_domain_size(d)
+    zipf = check_real(zipf, "zipf")
+    check_positive_int(seed, "seed", minimum=0)
+    mech = frequency_oracle(mechanism, epsilon, d)
     rng = np.random.default_rng(seed)
     x = zipf_dataset(n, d, zipf, rng)
     true = np.bincount(x, minlength=d) / n

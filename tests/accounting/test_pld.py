@@ -62,8 +62,15 @@ def test_single_event_curves_dominate_true_curves():
     h = 0.05
     grid = np.linspace(-1.5, 3.0, 97) + 0.0123
     g = PldAccountant(h).compose(GaussianEvent(0.8))
+    mu = 1 / 0.8
+
+    def true_gauss(e):  # Balle-Wang profile, written out: the public gaussian_delta_exact takes eps >= 0 only
+        return stats.norm.cdf(mu / 2 - e / mu) - math.exp(e) * stats.norm.cdf(-mu / 2 - e / mu)
+
     for e in grid:
-        assert g._remove.delta(e) >= gaussian_delta_exact(e, 1 / 0.8) - 1e-15
+        assert g._remove.delta(e) >= true_gauss(e) - 1e-15
+        if e >= 0:
+            assert true_gauss(e) == pytest.approx(gaussian_delta_exact(e, mu), rel=1e-9, abs=1e-300)
     b = 1.3  # Laplace scale, sensitivity 1: true curve by quadrature
     lap = PldAccountant(h).compose(LaplaceEvent(b))
 

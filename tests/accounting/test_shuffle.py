@@ -213,7 +213,7 @@ def test_inverse_round_trip(eps0, n, mi):
     delta = 1e-7
     eps_c = shuffle_amplification(eps0, n, delta, method, **kw)
     e0 = local_epsilon_for(eps_c, n, delta, method, **kw)
-    assert shuffle_amplification(e0, n, delta, method, **kw) <= eps_c * (1 + 1e-8)
+    assert shuffle_amplification(e0, n, delta, method, **kw) <= eps_c  # exactly: no tolerance
     if eps_c < eps0 * (1 - 1e-6):  # amplification happened: the inverse recovers eps0
         assert e0 >= eps0 * (1 - 1e-6)
 
@@ -226,7 +226,39 @@ def test_inverse_round_trip(eps0, n, mi):
 def test_closed_form_inverse_round_trip(method, kw, eps_c, n):
     e0 = local_epsilon_for(eps_c, n, D9, method, **kw)
     assert shuffle_amplification(e0, n, D9, method, **kw) == pytest.approx(eps_c, rel=1e-9)
-    assert shuffle_amplification(e0, n, D9, method, **kw) <= eps_c * (1 + 1e-11)
+    assert shuffle_amplification(e0, n, D9, method, **kw) <= eps_c  # exactly: no tolerance
+
+
+CLOSED = [("erlingsson2019", {}), ("cheu2019", {}), ("cheu2019", {"form": "exact"}), ("cheu2019", {"form": "eq7"}),
+          ("blanket", {"bound": "closed_form", "randomizer": "krr", "k": 10}), ("clones_closed_form", {}),
+          ("clones_closed_form", {"variant": "code"})]
+SWEEP = [(m, kw, ec, n) for (m, kw) in NUMERIC + CLOSED for ec in (0.1, 0.5, 0.9) for n in (10**4, 10**5, 10**6)]
+
+
+@pytest.mark.parametrize("delta", [1e-6, D9])
+def test_inverse_never_overshoots_sweep(delta):
+    """Review: in 63 swept cases shuffle_amplification(local_epsilon_for(eps_c)) exceeded eps_c by
+    1e-12..1e-10 relative (target 0.5, n = 1e5 -> 0.50000000004). The inverse now checks its answer
+    with the forward function exactly as it computes and rounds it: never above eps_c, no tolerance."""
+    checked = 0
+    for method, kw, eps_c, n in SWEEP:
+        try:
+            e0 = local_epsilon_for(eps_c, n, delta, method, **kw)
+        except OutOfDomainError:
+            assert (method, kw) in CLOSED  # only closed forms have a domain ("None" in the survey tables)
+            continue
+        checked += 1
+        assert shuffle_amplification(e0, n, delta, method, **kw) <= eps_c, (method, kw, eps_c, n)
+        assert e0 >= eps_c * (1 - 1e-11) or (method, kw) in CLOSED  # numeric: no amplification is always valid
+    assert checked >= 45  # every numeric case plus most closed-form ones are in domain
+
+
+def test_inverse_without_amplification_stays_below_target():
+    # n = 2 users and the blanket bound: (almost) no amplification, so the forward is round_up(eps0);
+    # the inverse must step below eps_c by that rounding margin instead of returning eps_c itself
+    e0 = local_epsilon_for(0.5, 2, 1e-6, "blanket")
+    assert 0.5 * (1 - 1e-11) <= e0 < 0.5
+    assert shuffle_amplification(e0, 2, 1e-6, "blanket") <= 0.5
 
 
 def test_min_users_for():
@@ -284,3 +316,39 @@ def test_cheu2019_corollary_4_7_domain_is_enforced():
 
     with pytest.raises(OutOfDomainError, match="14 ln"):
         shuffle_amplification(12.0, 10_000, D9, "cheu2019")  # n*flip far below 14 ln(4/delta)
+
+
+def test_min_users_for_surfaces_the_theorems_domain_error():
+    """Review: min_users_for(1.0, 0.1, 1e-9, "erlingsson2019") said "no n <= 2^50 reaches eps_c" though
+    the cause is eps0 >= 1/2, outside EFMRTT19's domain at every n."""
+    with pytest.raises(OutOfDomainError, match=r"eps0 < 0.5") as e:
+        min_users_for(1.0, 0.1, D9, "erlingsson2019")
+    assert e.value.parameter == "eps0"
+    assert "reaches" not in str(e.value)
+    with pytest.raises(OutOfDomainError, match=r"delta < 0.01") as e:
+        min_users_for(0.4, 0.1, 0.05, "erlingsson2019")
+    assert e.value.parameter == "delta"
+    # inside the domain the search still works, and n-dependent domain limits are just "not enough users"
+    n = min_users_for(0.4, 0.1, D9, "erlingsson2019")
+    assert n > 1000 and shuffle_amplification(0.4, n, D9, "erlingsson2019") <= 0.1
+    assert shuffle_amplification(0.4, n - 1, D9, "erlingsson2019") > 0.1  # n is the smallest
+    n_cf = min_users_for(1.0, 0.1, D9, "clones_closed_form")  # domain eps0 <= ln(n/(16 ln(2/delta))) grows with n
+    assert shuffle_amplification(1.0, n_cf, D9, "clones_closed_form") <= 0.1
+
+
+@pytest.mark.parametrize("fn", [lambda **kw: shuffle_amplification(1.0, 1000, 1e-6, "blanket", **kw),
+                                lambda **kw: local_epsilon_for(0.5, 1000, 1e-6, "blanket", **kw),
+                                lambda **kw: min_users_for(1.0, 0.5, 1e-6, "blanket", **kw)])
+@pytest.mark.parametrize("opts", [{"k": 5}, {"k": 2}, {"k": 5, "randomizer": "generic"},
+                                  {"k": 5, "bound": "bennett"}])
+def test_blanket_k_refused_for_generic_randomizer(fn, opts):
+    """Review: the blanket k option was silently ignored when randomizer="generic"."""
+    with pytest.raises(ValidationError, match="randomizer='krr'") as e:
+        fn(**opts)
+    assert e.value.parameter == "k"
+
+
+def test_blanket_k_used_with_krr():
+    a = shuffle_amplification(1.0, 1000, 1e-6, "blanket", randomizer="krr", k=2)
+    b = shuffle_amplification(1.0, 1000, 1e-6, "blanket", randomizer="krr", k=50)
+    assert a != b

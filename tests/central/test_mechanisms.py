@@ -171,7 +171,7 @@ def test_release_is_on_the_grid():
         out = m.release(np.full(20, x))
         assert np.all(out / g == np.round(out / g))
     gm = GaussianMechanism(1.0, 1e-5)
-    out = gm.release(np.full(20, 0.3))
+    out = gm.release(np.full(20, 0.3), per_coordinate=True)
     assert np.all(out / gm.granularity == np.round(out / gm.granularity))
     # numpy's float Laplace has no such structure (spec §2.2): its outputs are off any coarse grid
     y = np.random.default_rng(0).laplace(0.3, 1.0, 20)
@@ -217,11 +217,11 @@ def test_production_release_law_matches_pmf():
     support = np.arange(-120, 121)
     assert binned_chi2_pvalue(out, support, m.noise_pmf(support)) > 1e-6
     d = DiscreteGaussianMechanism(1.0, 1e-5)
-    out = d.release(np.zeros(8000, dtype=np.int64))
+    out = d.release(np.zeros(8000, dtype=np.int64), per_coordinate=True)
     support = np.arange(-40, 41)
     assert binned_chi2_pvalue(out, support, d.noise_pmf(support)) > 1e-6
     b = BinomialMechanism(1.0, 1e-6, calibration="minimal")
-    out = b.release(np.zeros(8000, dtype=np.int64))
+    out = b.release(np.zeros(8000, dtype=np.int64), per_coordinate=True)
     support = np.arange(-40, 41)
     assert binned_chi2_pvalue(out, support, b.noise_pmf(support)) > 1e-6
 
@@ -229,8 +229,43 @@ def test_production_release_law_matches_pmf():
 def test_release_shapes_and_types():
     assert isinstance(DiscreteLaplaceMechanism(1.0).release(3), int)
     assert isinstance(LaplaceMechanism(1.0).release(0.5), float)
-    assert DiscreteGaussianMechanism(1.0, 1e-5).release(np.arange(4)).shape == (4,)
-    assert BinomialMechanism(1.0, 1e-6).release(np.arange(3)).dtype == np.int64
+    assert DiscreteGaussianMechanism(1.0, 1e-5).release(np.arange(4), per_coordinate=True).shape == (4,)
+    assert BinomialMechanism(1.0, 1e-6).release(np.arange(3), per_coordinate=True).dtype == np.int64
+
+
+@pytest.mark.parametrize("mech", [GaussianMechanism(1.0, 1e-5), DiscreteGaussianMechanism(1.0, 1e-5),
+                                  BinomialMechanism(1.0, 1e-6)])
+def test_gaussian_type_vector_release_needs_per_coordinate(mech):
+    """Their delta is a one-dimensional computation: a vector is refused unless the caller says each
+    coordinate is its own scalar query."""
+    x = np.zeros(3, dtype=np.int64) if not isinstance(mech, GaussianMechanism) else np.zeros(3)
+    with pytest.raises(ValidationError, match="per_coordinate=True"):
+        mech.release(x)
+    assert np.shape(mech.release(x[:1])) == (1,)  # a length-1 vector is a scalar query
+
+
+def test_laplace_vector_release_pays_for_rounding_every_coordinate():
+    """Reviewer's counterexample: g = 1, Delta = 1; [0.49]*3 and [0.51]*3 (L1 distance 0.06) snap to
+    codes [0,0,0] and [1,1,1] (L1 distance 3). The noise must be calibrated to floor(Delta/g) + dim = 4
+    grid units, not the scalar 2, so the worst-case ratio stays <= e^eps."""
+    from fractions import Fraction
+
+    import shuffledp.central.mechanisms as mm
+
+    m = LaplaceMechanism(1.0, 1.0, granularity_exponent=0)
+    assert m.grid_sensitivity == 2
+    seen = []
+    orig = mm.exact.discrete_laplace
+    try:
+        mm.exact.discrete_laplace = lambda scale: seen.append(scale) or 0
+        out = m.release(np.array([0.49, 0.49, 0.49]))
+        m.release(0.49)
+    finally:
+        mm.exact.discrete_laplace = orig
+    assert seen[:3] == [Fraction(4)] * 3 and seen[3] == Fraction(2)
+    np.testing.assert_array_equal(out, [0.0, 0.0, 0.0])
+    # exact worst-case log-ratio of the product of discrete Laplace(scale 4) over codes differing by 3
+    assert 3 / 4 <= m.epsilon
 
 
 # ---------------------------------------------------------------- seeds are refused ----------
@@ -243,7 +278,7 @@ def test_release_refuses_seed(mech):
     for kwargs in ({"rng": np.random.default_rng(0)}, {"seed": 0}, {"rng": 42}):
         with pytest.raises(ValidationError, match="does not accept an rng or seed"):
             mech.release(value, **kwargs)
-    mech.release(value)  # and works without
+    mech.release(value[:1] if isinstance(value, np.ndarray) else value)  # and works without
 
 
 def test_simulate_needs_generator():

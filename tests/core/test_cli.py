@@ -44,3 +44,26 @@ def test_simulate_bad_parameter_is_a_clear_error():
     assert "error" in out.output and "eps" in out.output.lower()
     out = runner.invoke(cli.app, ["simulate", "--mechanism", "nope", "--n", "10"])
     assert out.exit_code == 2 and "unknown frequency oracle" in out.output
+
+
+@pytest.mark.parametrize("args,param", [
+    (["--n", "0"], "n"),
+    (["--n", "-5"], "n"),
+    (["--chunk", "0"], "chunk"),
+    (["--chunk", "-1"], "chunk"),
+    (["--top", "0"], "top"),
+    (["--d", "1"], "d"),
+    (["--d", "0"], "d"),
+    (["--zipf", "nan"], "zipf"),
+    (["--seed", "-1"], "seed"),
+    (["--eps", "nan"], "eps"),
+])
+def test_simulate_bad_sizes_are_clear_errors_not_tracebacks(args, param):
+    base = {"--mechanism": "grr", "--n": "100", "--d": "8", "--chunk": "50", "--top": "3"}
+    for k, v in zip(args[::2], args[1::2]):
+        base[k] = v
+    out = runner.invoke(cli.app, ["simulate", *[t for kv in base.items() for t in kv]])
+    assert out.exit_code == 2, (out.exit_code, out.output, out.exception)
+    assert out.exception is None or isinstance(out.exception, SystemExit), repr(out.exception)
+    assert "error:" in out.output and param in out.output.lower(), out.output
+    assert "Traceback" not in out.output

@@ -80,3 +80,58 @@ def test_rng_policy():
         as_generator(np.random.default_rng(1), production=True)
     a, b = as_generator(None, production=True), as_generator(None, production=True)
     assert a.random() != b.random()
+
+
+# ------------------------------------------------------------------ printed statements never understate
+import re  # noqa: E402
+from decimal import Decimal  # noqa: E402
+
+
+def _shown(statement: PrivacyStatement) -> tuple[str, str]:
+    m = re.match(r"\(([^,]+), ([^)]+)\)-DP", str(statement))
+    assert m, str(statement)
+    return m.group(1), m.group(2)
+
+
+def test_privacy_statement_str_rounds_eps_and_delta_up():
+    # nearest rounding would print 1.23456 / 1.23e-06, both below the real values
+    eps_txt, delta_txt = _shown(PrivacyStatement(1.2345649, 1.2341e-6, "shuffle"))
+    assert eps_txt == "1.23457" and delta_txt == "1.24e-06"
+    # nearest rounding would print "1" for an eps just above 1
+    assert _shown(PrivacyStatement(1.0000004, 0.0))[0] == "1.00001"
+    # values that print exactly (or parse back to themselves) are unchanged
+    assert _shown(PrivacyStatement(1.0, 1e-6)) == ("1", "1e-06")
+    assert _shown(PrivacyStatement(0.1, 0.0)) == ("0.1", "0")
+    assert _shown(PrivacyStatement(2.5, 0.0))[0] == "2.5"
+
+
+@given(eps=st.floats(min_value=1e-12, max_value=1e12), delta=st.floats(min_value=1e-300, max_value=0.999))
+def test_privacy_statement_str_never_understates(eps, delta):
+    eps_txt, delta_txt = _shown(PrivacyStatement(eps, delta, "central"))
+    assert float(eps_txt) >= eps and float(delta_txt) >= delta
+    # and it is at most one unit of the last shown digit above (rounded up, not inflated)
+    for txt, x, sig in ((eps_txt, eps, 6), (delta_txt, delta, 3)):
+        exp = Decimal(x).adjusted()
+        assert Decimal(txt) - Decimal(x) <= Decimal(10) ** (exp - sig + 1) * Decimal("1.000001")
+
+
+def test_secure_rng_reseeds_from_os_urandom_on_every_call(monkeypatch):
+    from shuffledp.core import rng as rng_mod
+
+    a, b = rng_mod.secure_rng(), rng_mod.secure_rng()
+    assert isinstance(a, np.random.Generator)
+    assert not np.array_equal(a.integers(0, 2**63, 8), b.integers(0, 2**63, 8))  # independent streams
+    calls = []
+
+    def fake_urandom(k):
+        calls.append(k)
+        return bytes(range(k))
+
+    monkeypatch.setattr(rng_mod.os, "urandom", fake_urandom)
+    x, y = rng_mod.secure_rng(), rng_mod.secure_rng()
+    assert calls == [32, 32]  # 256 fresh OS bits per call
+    np.testing.assert_array_equal(x.integers(0, 2**63, 8), y.integers(0, 2**63, 8))  # seeded only by them
+    # production paths get a fresh generator per call and refuse a seed or generator
+    assert as_generator(None, production=True) is not as_generator(None, production=True)
+    with pytest.raises(ValidationError):
+        as_generator(5, production=True)

@@ -285,13 +285,15 @@ def test_exact_debias_errors():
 def test_default_parameters_variance(name, rng):
     # k = 256, m = 1024 defaults: fixed family, conditional variance ~ closed form (S2 small);
     # the tight variance bands are the small-sketch tests above, this one checks the defaults' path
-    d, n, R = 64, 2000, 800
+    # R = 3500: the 1e-4 chi-square band for s^2 / sigma^2 is [0.910, 1.096], inside [0.9, 1.1]
+    d, n, R = 64, 2000, 3500
     mech = frequency_oracle(name, 1.0, d, hash_seed=3)
     x = rng.integers(0, d, n)
     counts = np.bincount(x, minlength=d)
     ests = np.array([mech.estimate(mech.aggregate(mech.randomize(x, rng)), n).values[5] for _ in range(R)])
     mean, var = mech.conditional_moments(counts, 5)
     lo, hi = variance_ratio_band(R)
+    assert 0.9 <= lo and hi <= 1.1
     assert abs(ests.mean() - mean) / math.sqrt(var / R) < mean_z_bound()
     assert lo <= ests.var(ddof=1) / var <= hi
     assert var / mech.variances(n, counts / n)[5] == pytest.approx(1.0, abs=0.02)
@@ -395,3 +397,95 @@ def test_bad_statistic_and_reports(rng):
         hc.variances(10, np.zeros(3))
     with pytest.raises(ValidationError):
         hc.variance(0, 0.1)
+
+
+# ------------------------------------------------------------------ exact statistic simulation
+# A small explicit family with collisions (items 0/1, 4/5 share a column in row 0, etc.).
+_SIM_TABLE = np.array([[0, 0, 1, 2, 3, 3], [5, 1, 1, 7, 0, 2], [4, 4, 4, 4, 6, 6]])
+_SIM_COUNTS = np.array([40, 0, 12, 5, 3, 30])
+
+
+def _cell_moments(mech, counts):
+    """Exact per-cell mean and variance of the statistic: every cell is a sum over users of
+    independent per-user contributions (a user lands in row j w.p. 1/k, and for HCMS in column l
+    w.p. 1/m)."""
+    k, m, d = mech.k, mech.m, mech.d
+    H = mech.family(np.arange(k)[:, None], np.arange(d)[None, :])  # (k, d)
+    own = (H[:, :, None] == np.arange(m)[None, None, :])  # (k, d, m): item's position in row j
+    if isinstance(mech, CountMeanSketch):
+        a = np.where(own, (1 - mech.q) / k, mech.q / k)  # Pr[user of item x adds a +1 bit to (j, l)]
+        mean = np.einsum("x,jxl->jl", counts, a)
+        var = np.einsum("x,jxl->jl", counts, a * (1 - a))
+        n = counts.sum()
+        mean = np.concatenate([mean, np.full((k, 1), n / k)], axis=1)
+        var = np.concatenate([var, np.full((k, 1), n * (1 / k) * (1 - 1 / k))], axis=1)
+        return mean, var
+    l = np.arange(m)
+    sign = 1 - 2 * (np.bitwise_count(l[None, None, :] & H[:, :, None]) & 1).astype(np.int64)  # H[l, h_j(x)]
+    ex = sign * (1 - 2 * mech.p_flip) / (k * m)  # E[contribution], E[contribution^2] = 1 / (k m)
+    mean = np.einsum("x,jxl->jl", counts, ex)
+    var = np.einsum("x,jxl->jl", counts, 1 / (k * m) - ex**2)
+    return mean, var
+
+
+@pytest.mark.parametrize("cls,eps", [(CountMeanSketch, 1.0), (CountMeanSketch, 3.0),
+                                     (HadamardCountMeanSketch, 1.0), (HadamardCountMeanSketch, 3.0)])
+def test_simulate_statistic_matches_randomize_aggregate(cls, eps, rng):
+    mech = cls(eps, 6, m=8, hash_table=_SIM_TABLE)
+    counts = _SIM_COUNTS
+    x = np.repeat(np.arange(6), counts)
+    R = 3000
+    a = np.array([mech.aggregate(mech.randomize(x, rng)) for _ in range(R)])
+    b = np.array([mech.simulate_statistic(counts, rng) for _ in range(R)])
+    assert a.shape == b.shape and b.dtype == np.int64
+    mean, var = _cell_moments(mech, counts)
+    cells = mean.size
+    lo, hi = variance_ratio_band(R, 1e-4 / cells)
+    live = var > 0
+    for s in (a, b):  # each sampler against the exact per-cell moments (Bonferroni over cells)
+        assert np.all(np.abs(s.mean(0) - mean)[live] < mean_z_bound(1e-4 / cells) * np.sqrt(var / R)[live])
+        ratio = s.var(0, ddof=1)[live] / var[live]
+        assert np.all((lo <= ratio) & (ratio <= hi)), (ratio.min(), ratio.max(), lo, hi)
+        assert np.all(s.reshape(R, -1)[:, ~live.ravel()] == mean.ravel()[~live.ravel()])  # constant cells
+    # joint structure: the same law of the estimator's integer query for two items and of a row
+    # total (they mix cells, so dependence between cells must match too): two-sample chi-square
+
+    def functionals(s):
+        if isinstance(mech, CountMeanSketch):
+            S = s[:, :, :mech.m]
+            q = np.stack([S[:, np.arange(mech.k), _SIM_TABLE[:, x0]].sum(1) for x0 in (0, 4)], 1)
+            return np.concatenate([q, S[:, 1, :].sum(1, keepdims=True)], axis=1)
+        W = np.stack([_fwht_rows(s[:, j]) for j in range(mech.k)], 1)  # (R, k, m): W[j] = H s[j]
+        q = np.stack([W[:, np.arange(mech.k), _SIM_TABLE[:, x0]].sum(1) for x0 in (0, 4)], 1)
+        return np.concatenate([q, np.abs(s[:, 1, :]).sum(1, keepdims=True)], axis=1)
+    fa, fb = functionals(a), functionals(b)
+    for i in range(fa.shape[1]):
+        lo_v = min(fa[:, i].min(), fb[:, i].min())
+        ta = np.bincount(fa[:, i] - lo_v)
+        tb = np.bincount(fb[:, i] - lo_v, minlength=ta.size)
+        ta = np.pad(ta, (0, tb.size - ta.size))
+        tab = np.stack([ta, tb])
+        tab = tab[:, tab.sum(0) >= 20]
+        assert stats.chi2_contingency(tab)[1] > 1e-4 / fa.shape[1]
+
+
+def _fwht_rows(v):
+    from shuffledp.local.hadamard import fwht
+
+    return fwht(np.asarray(v, dtype=np.int64), axis=1)
+
+
+@pytest.mark.parametrize("name", ["cms", "hcms"])
+def test_simulate_statistic_is_n_independent_and_estimates(name, rng):
+    mech = frequency_oracle(name, 1.0, 64, k=32, m=64, hash_seed=5)
+    counts = np.full(64, 10**9 // 64)
+    counts[3] *= 5
+    s = mech.simulate_statistic(counts, rng)  # 1.06e9 users in one call
+    n = int(counts.sum())
+    assert s.dtype == np.int64
+    est = mech.estimate(s, n)
+    f = counts / n
+    z = (est.values - f) / np.sqrt(mech.variances(n, f))
+    assert np.all(np.abs(z) < 6)
+    with pytest.raises(ValidationError):
+        mech.simulate_statistic(np.ones(5, dtype=np.int64), rng)

@@ -84,3 +84,16 @@ def test_bad_params(eps, d):
 def test_unknown_name():
     with pytest.raises(ValidationError, match="unknown frequency oracle"):
         frequency_oracle("nope", 1.0, 4)
+
+
+@pytest.mark.parametrize("eps,d,x", [(1.0, 6, 2), (0.3, 5, 0), (3.0, 10, 9)])
+def test_randomize_matches_probabilities(eps, d, x, rng):
+    """Empirical law of y for one input equals probabilities() (chi-square, fixed seed)."""
+    from scipy import stats
+
+    m = frequency_oracle("grr", eps, d)
+    N = 200_000
+    obs = np.bincount(m.randomize(np.full(N, x), rng)["y"], minlength=d)
+    probs = m.probabilities({"y": np.arange(d)}, x)
+    assert probs.sum() == pytest.approx(1.0, abs=1e-12)
+    assert stats.chisquare(obs, probs * N).pvalue > 1e-4

@@ -342,3 +342,62 @@ def test_run_convenience(rng):
     x = rng.uniform(-1, 1, 20000)
     est = m.run(x, rng)
     assert abs(est.values[0] - x.mean()) < mean_z_bound() * math.sqrt(m.variance(20000, 1.0))
+
+
+# ------------------------------------------------------------------ sampler vs stated density (KS)
+def _cdf_from_density(mech, t, lo, hi, breaks):
+    """CDF of the continuous part from ``mech.probabilities`` (piecewise constant between ``breaks``):
+    the density is evaluated at each piece's midpoint and integrated exactly."""
+    edges = np.unique(np.clip(np.asarray(breaks, dtype=np.float64), lo, hi))
+    mids = (edges[:-1] + edges[1:]) / 2
+    dens = np.asarray(mech.probabilities({"t": mids}, t), dtype=np.float64)
+    mass = np.concatenate([[0.0], np.cumsum(dens * np.diff(edges))])
+
+    def cdf(y):
+        y = np.clip(np.asarray(y, dtype=np.float64), lo, hi)
+        i = np.clip(np.searchsorted(edges, y, side="right") - 1, 0, mids.size - 1)
+        return mass[i] + dens[i] * (y - edges[i])
+
+    return cdf, float(mass[-1])
+
+
+@pytest.mark.parametrize("eps", [0.5, 1.0, 4.0])
+@pytest.mark.parametrize("t", [-0.7, 0.0, 0.9])
+def test_pm_sampler_matches_density_ks(eps, t, rng):
+    from scipy import stats
+
+    m = PiecewiseMechanism(eps)
+    left = (m.C + 1) * 0.5 * t - (m.C - 1) * 0.5
+    cdf, total = _cdf_from_density(m, t, -m.C, m.C, [-m.C, left, left + m.C - 1, m.C])
+    assert total == pytest.approx(1.0, abs=1e-12)  # the stated density is a density
+    y = m.randomize(np.full(50_000, t), rng)["t"]
+    assert np.all(np.abs(y) <= m.C)
+    assert stats.kstest(y, cdf).pvalue > 1e-4
+
+
+@pytest.mark.parametrize("eps", [0.3, 1.0, 4.0])  # 0.3 < eps*: pure Duchi (atoms only)
+@pytest.mark.parametrize("t", [-0.7, 0.0, 0.9])
+def test_hm_sampler_matches_density(eps, t, rng):
+    """HM = atoms at +-C_D plus a PM part: atom frequencies by chi-square against probabilities(),
+    the continuous part (outputs off the atoms) by KS against the normalised continuous density."""
+    from scipy import stats
+
+    m = HybridMechanism(eps)
+    N = 60_000
+    y = m.randomize(np.full(N, t), rng)["t"]
+    atoms = np.array([-m.C_duchi, m.C_duchi])
+    p_atoms = np.asarray(m.probabilities({"t": atoms}, t), dtype=np.float64)
+    pm_c = PiecewiseMechanism(eps).C  # support of the PM part
+    left = (pm_c + 1) * 0.5 * t - (pm_c - 1) * 0.5
+    cdf, cont_mass = _cdf_from_density(m, t, -pm_c, pm_c, [-pm_c, left, left + pm_c - 1, pm_c])
+    if m.alpha == 0.0:
+        cont_mass = 0.0
+    assert p_atoms.sum() + cont_mass == pytest.approx(1.0, abs=1e-12)  # atoms + density = a law
+    on = np.isin(y, atoms)
+    obs = np.array([np.sum(y == atoms[0]), np.sum(y == atoms[1]), np.sum(~on)])
+    exp = np.array([p_atoms[0], p_atoms[1], cont_mass]) * N
+    keep = exp > 0
+    assert obs[~keep].sum() == 0
+    assert stats.chisquare(obs[keep], exp[keep]).pvalue > 1e-4
+    if m.alpha > 0:
+        assert stats.kstest(y[~on], lambda v: cdf(v) / cont_mass).pvalue > 1e-4

@@ -25,7 +25,8 @@ import numpy as np
 from scipy import optimize, special
 
 from ..core.errors import ValidationError
-from ..core.validation import check_delta, check_order, check_real
+from ..core.privacy import round_up
+from ..core.validation import check_delta, check_epsilon, check_order, check_positive_int, check_probability, check_real
 
 __all__ = [
     "DEFAULT_ORDERS",
@@ -80,11 +81,19 @@ def _orders_array(orders: Iterable[float] | np.ndarray) -> np.ndarray:
 
 
 def _rdp_like(rdp: Any, orders: np.ndarray) -> np.ndarray:
-    """An RDP curve with one value per order (ValidationError naming ``rdp`` otherwise)."""
-    r = np.asarray(rdp, dtype=float)
+    """An RDP curve with one value per order, each >= 0 (``inf`` allowed: no guarantee at that
+    order); ValidationError naming ``rdp`` otherwise (NaN, negative, wrong shape, not numeric)."""
+    try:
+        r = np.asarray(rdp, dtype=float)
+    except (TypeError, ValueError):
+        raise ValidationError(f"rdp must be a sequence of reals >= 0, got {rdp!r}", parameter="rdp") from None
     if r.shape != orders.shape:
         raise ValidationError(f"rdp must have one value per order: shape {r.shape} vs orders {orders.shape}",
                               parameter="rdp")
+    bad = np.isnan(r) | (r < 0)
+    if np.any(bad):
+        raise ValidationError(f"rdp values must be >= 0 (Renyi divergences are non-negative), "
+                              f"got {np.atleast_1d(r)[np.atleast_1d(bad)][0]!r}", parameter="rdp")
     return r
 
 
@@ -93,12 +102,16 @@ def _rdp_like(rdp: Any, orders: np.ndarray) -> np.ndarray:
 
 def rdp_gaussian(orders: np.ndarray, sigma: float, sensitivity: float = 1.0) -> np.ndarray:
     """Gaussian mechanism N(0, sigma^2) on an L2-sensitivity-``sensitivity`` query:
-    ``alpha * sensitivity^2 / (2 sigma^2)`` (Mironov 2017, Prop. 7). Exact."""
+    ``alpha * sensitivity^2 / (2 sigma^2)`` (Mironov 2017, Prop. 7). Exact. sigma, sensitivity > 0."""
+    sigma = check_real(sigma, "sigma", low=0.0, low_open=True)
+    sensitivity = check_real(sensitivity, "sensitivity", low=0.0, low_open=True)
     return _orders_array(orders) * sensitivity**2 / (2.0 * sigma**2)
 
 
 def rdp_zcdp(orders: np.ndarray, rho: float, xi: float = 0.0) -> np.ndarray:
-    """(xi, rho)-zCDP as an RDP curve: ``xi + rho * alpha`` (Bun–Steinke 2016, Def. 1.1)."""
+    """(xi, rho)-zCDP as an RDP curve: ``xi + rho * alpha`` (Bun–Steinke 2016, Def. 1.1). rho, xi >= 0."""
+    rho = check_real(rho, "rho", low=0.0)
+    xi = check_real(xi, "xi", low=0.0)
     return xi + rho * _orders_array(orders)
 
 
@@ -108,6 +121,8 @@ def rdp_laplace(orders: np.ndarray, scale: float, sensitivity: float = 1.0) -> n
     With ``e = sensitivity / scale``:
     ``1/(a-1) * log( a/(2a-1) * exp((a-1) e) + (a-1)/(2a-1) * exp(-a e) )``. Exact; tends to ``e``.
     """
+    scale = check_real(scale, "scale", low=0.0, low_open=True)
+    sensitivity = check_real(sensitivity, "sensitivity", low=0.0, low_open=True)
     a = _orders_array(orders)
     e = sensitivity / scale
     t1 = np.log(a / (2 * a - 1)) + (a - 1) * e
@@ -122,8 +137,10 @@ def rdp_randomized_response(orders: np.ndarray, epsilon: float, k: int = 2) -> n
     (the only outputs whose probabilities differ are x and x'):
     ``1/(a-1) * log( p^a q^(1-a) + q^a p^(1-a) + (k-2) q )`` with ``q = 1/(e^eps+k-1)``.
     For k = 2 this is Mironov 2017 Prop. 5; it is also the worst case over all pure
-    eps-DP mechanisms (Bun–Steinke 2016, Prop. 3.3).
+    eps-DP mechanisms (Bun–Steinke 2016, Prop. 3.3). epsilon > 0, integer k >= 2.
     """
+    epsilon = check_epsilon(epsilon, "epsilon")
+    k = check_positive_int(k, "k", minimum=2)
     a = _orders_array(orders)
     logz = math.log(math.exp(epsilon) + k - 1) if epsilon < 700 else epsilon + math.log1p((k - 1) * math.exp(-epsilon))
     lp = epsilon - logz
@@ -136,7 +153,9 @@ def rdp_randomized_response(orders: np.ndarray, epsilon: float, k: int = 2) -> n
 
 def rdp_pure(orders: np.ndarray, epsilon: float) -> np.ndarray:
     """Pure eps-DP as RDP: the binary-RR curve, which dominates every eps-DP mechanism
-    (Bun–Steinke 2016 Prop. 3.3: ``D_a <= log((sinh(a e) - sinh((a-1) e)) / sinh(e)) / (a-1)``)."""
+    (Bun–Steinke 2016 Prop. 3.3: ``D_a <= log((sinh(a e) - sinh((a-1) e)) / sinh(e)) / (a-1)``).
+    epsilon > 0."""
+    epsilon = check_epsilon(epsilon, "epsilon")
     return np.minimum(rdp_randomized_response(orders, epsilon, 2), epsilon)
 
 
@@ -188,7 +207,10 @@ def rdp_poisson_subsampled_gaussian(orders: np.ndarray, q: float, sigma: float) 
 
     Integer orders use the exact finite binomial sum; fractional orders the two-series formula.
     ``rdp(a) = log(A_a) / (a - 1)``. ``q = 0`` gives 0 and ``q = 1`` the plain Gaussian.
+    q in [0, 1], sigma > 0.
     """
+    q = check_probability(q, "q")
+    sigma = check_real(sigma, "sigma", low=0.0, low_open=True)
     a = _orders_array(orders)
     if q == 0.0:
         return np.zeros_like(a)
@@ -225,7 +247,7 @@ def rdp_to_epsilon(orders: np.ndarray, rdp: np.ndarray, delta: float,
     ``eps = rdp(a) + log1p(-1/a) - (log delta + log a)/(a-1)``; it is smaller by
     ``log(a)/(a-1) - log1p(-1/a)`` at every order. Negative values are clamped to 0.
 
-    Returns ``(eps, alpha_opt)``; eps is **not** rounded here (the accountant rounds up).
+    The RDP values must be >= 0 (``inf`` allowed). Returns ``(eps, alpha_opt)`` with eps rounded up.
     """
     delta = check_delta(delta)
     orders = _orders_array(orders)
@@ -233,7 +255,7 @@ def rdp_to_epsilon(orders: np.ndarray, rdp: np.ndarray, delta: float,
     eps = _conversion_terms(orders, rdp, delta, conversion)
     eps = np.where(np.isnan(eps), np.inf, eps)
     i = int(np.argmin(eps))
-    return max(float(eps[i]), 0.0), float(orders[i])
+    return round_up(max(float(eps[i]), 0.0)), float(orders[i])
 
 
 def rdp_to_delta(orders: np.ndarray, rdp: np.ndarray, epsilon: float,
@@ -265,7 +287,7 @@ def zcdp_to_epsilon(rho: float, delta: float, xi: float = 0.0, conversion: Conve
     — the exact minimum over real a of the naive RDP bound on the line ``xi + rho a``.
     ``improved`` (CKS20 Prop. 12, as in OpenDP's ``cdp_delta``): the improved RDP bound on the same
     line minimised over real a > 1 numerically. Any a gives a valid bound, so an inexact minimiser
-    can only make the answer larger, never invalid. Not rounded here.
+    can only make the answer larger, never invalid. Rounded up.
     """
     delta = check_delta(delta)
     rho = check_real(rho, "rho", low=0.0)
@@ -273,7 +295,7 @@ def zcdp_to_epsilon(rho: float, delta: float, xi: float = 0.0, conversion: Conve
     if rho == 0.0:
         return xi
     if conversion == "naive":
-        return xi + rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
+        return round_up(xi + rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta)))
     if conversion != "improved":
         raise ValidationError(f"conversion must be 'improved' or 'naive', got {conversion!r}", parameter="conversion")
     logd = math.log(delta)
@@ -289,7 +311,7 @@ def zcdp_to_epsilon(rho: float, delta: float, xi: float = 0.0, conversion: Conve
         cands.append(float(res.fun))
     eps = min(cands)
     # the naive bound is also valid; never report more than it
-    return max(0.0, min(eps, xi + rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))))
+    return round_up(max(0.0, min(eps, xi + rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta)))))
 
 
 def zcdp_to_delta(rho: float, epsilon: float, xi: float = 0.0, conversion: Conversion = "improved") -> float:

@@ -114,6 +114,10 @@ def _resolve(method: str, options: dict[str, Any]) -> dict[str, Any]:
             raise ValidationError(f"{key} must be one of {allowed[key]}, got {val!r}", parameter=key)
     opts = {**_DEFAULTS[method], **options}
     if method == "blanket":
+        if "k" in options and opts["randomizer"] != "krr":
+            raise ValidationError("blanket option k (the k-ary RR's domain size) applies only to randomizer='krr'; "
+                                  f"randomizer={opts['randomizer']!r} covers every eps0-LDP randomizer and takes no k",
+                                  parameter="k")
         opts["k"] = check_positive_int(opts["k"], "k", minimum=2)
         if opts["bound"] == "closed_form" and opts["randomizer"] != "krr":
             raise ValidationError("blanket bound='closed_form' (BBGN19 Thm 3.1) needs randomizer='krr'",
@@ -282,8 +286,9 @@ def _bisect_eps(delta_fn: Callable[[float], float], eps0: float, delta: float) -
 
 def _erlingsson(eps0: float, n: int, delta: float) -> float:
     if not (eps0 < 0.5 and n > 1000 and delta < 0.01):
+        bad = "eps0" if not eps0 < 0.5 else ("delta" if not delta < 0.01 else "n")
         raise OutOfDomainError("erlingsson2019 (EFMRTT19 Thm) needs eps0 < 0.5, n > 1000 and delta < 0.01; "
-                               f"got eps0={eps0!r}, n={n}, delta={delta!r}", parameter="eps0")
+                               f"got eps0={eps0!r}, n={n}, delta={delta!r}", parameter=bad)
     return 12.0 * eps0 * math.sqrt(math.log(1.0 / delta) / n)
 
 
@@ -505,9 +510,14 @@ def local_epsilon_for(eps_c: float, n: int, delta: float, method: Method = "clon
     """Largest eps0 whose shuffled reports over ``n`` users are (eps_c, delta)-DP (rounded down).
 
     Numeric methods (``clones``, ``blanket`` Hoeffding/Bennett): bisection on eps0 of
-    ``delta(eps_c; eps0, n) <= delta``; the answer is >= eps_c (no amplification is always valid).
-    Closed forms: the theorem solved for eps0; raises OutOfDomainError if that lies outside the
-    theorem's domain (the survey tables' "None").
+    ``delta(eps_c; eps0, n) <= delta``; the answer is >= eps_c up to the outward-rounding margin
+    (no amplification is always valid). Closed forms: the theorem solved for eps0; raises
+    OutOfDomainError if that lies outside the theorem's domain (the survey tables' "None").
+
+    Guarantee: ``shuffle_amplification(local_epsilon_for(eps_c, ...), ...) <= eps_c`` exactly. The
+    candidate is checked with the forward function itself (its own root finding and outward
+    rounding, which may sit ~1e-10 relative above the crossing the bisection found) and moved down
+    until that holds.
     """
     eps_c = check_epsilon(eps_c, "eps_c")
     n = _check_n(n)
@@ -515,7 +525,7 @@ def local_epsilon_for(eps_c: float, n: int, delta: float, method: Method = "clon
     opts = _resolve(method, options)
     fn = _numeric_delta_fn(method, opts, delta)
     if fn is None:
-        return _round_down(_converse_closed(eps_c, n, delta, method, opts))
+        return _below_forward(_converse_closed(eps_c, n, delta, method, opts), eps_c, n, delta, method, opts)
 
     def ok(e0: float) -> bool:
         return fn(eps_c, e0, n) <= delta
@@ -526,7 +536,7 @@ def local_epsilon_for(eps_c: float, n: int, delta: float, method: Method = "clon
         lo = hi
         hi *= 2.0
         if hi > 1e4:
-            return _round_down(lo)
+            return _below_forward(lo, eps_c, n, delta, method, opts)
     for _ in range(200):
         if hi - lo <= 1e-11 * hi:
             break
@@ -535,14 +545,32 @@ def local_epsilon_for(eps_c: float, n: int, delta: float, method: Method = "clon
             lo = mid
         else:
             hi = mid
-    return _round_down(lo)
+    return _below_forward(lo, eps_c, n, delta, method, opts)
+
+
+def _below_forward(e0: float, eps_c: float, n: int, delta: float, method: str, opts: dict[str, Any]) -> float:
+    """``e0`` rounded down, then moved down (relative steps 1e-10, doubling) until the forward map
+    *exactly as* :func:`shuffle_amplification` computes and rounds it is <= eps_c. The forward is
+    non-decreasing in eps0 and <= round_up(eps0), so the walk ends at the latest near
+    eps_c / (1 + 1e-12) (no amplification); usually the first candidate passes."""
+    x = _round_down(e0)
+    step = 1e-10
+    for _ in range(64):
+        if round_up(min(x, _raw(x, n, delta, method, opts))) <= eps_c:
+            return x
+        x = _round_down(x * (1.0 - step))
+        step = min(2.0 * step, 0.5)
+    raise RuntimeError(f"local_epsilon_for: no eps0 below {e0!r} verified for eps_c={eps_c!r}")  # pragma: no cover
 
 
 def min_users_for(eps0: float, eps_c: float, delta: float, method: Method = "clones", **options: Any) -> int:
     """Smallest n such that eps0-LDP reports of n users, shuffled, are (eps_c, delta)-DP.
 
     Exponential then binary search over n (methods are non-increasing in n). Returns 1 when
-    eps_c >= eps0. Raises OutOfDomainError if no n <= 2^50 suffices.
+    eps_c >= eps0. Raises OutOfDomainError if no n <= 2^50 suffices; for a closed form whose domain
+    excludes (eps0, delta) at every n (e.g. erlingsson2019 with eps0 >= 1/2) that is the theorem's own
+    domain error, not "no n reaches eps_c". Every closed-form domain only widens as n grows, so the
+    probe at n = 2^50 decides this.
     """
     eps0 = check_epsilon(eps0, "eps0")
     eps_c = check_epsilon(eps_c, "eps_c")
@@ -551,6 +579,13 @@ def min_users_for(eps0: float, eps_c: float, delta: float, method: Method = "clo
     if eps_c >= eps0:
         return 1
     fn = _numeric_delta_fn(method, opts, delta)
+    n_max = 2**50
+    if fn is None:
+        try:
+            _raw(eps0, n_max, delta, method, opts)
+        except OutOfDomainError as err:
+            raise OutOfDomainError(f"method {method!r}: eps0={eps0!r}, delta={delta!r} lie outside the theorem's "
+                                   f"domain for every n <= 2^50: {err}", parameter=err.parameter) from err
 
     def ok(n: int) -> bool:
         if fn is not None:
@@ -564,7 +599,7 @@ def min_users_for(eps0: float, eps_c: float, delta: float, method: Method = "clo
     while not ok(hi):
         lo = hi
         hi *= 2
-        if hi > 2**50:
+        if hi > n_max:
             raise OutOfDomainError(f"method {method!r}: no n <= 2^50 reaches eps_c={eps_c!r} from eps0={eps0!r}",
                                    parameter="eps_c")
     while hi - lo > 1:

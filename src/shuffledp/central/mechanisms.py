@@ -196,6 +196,18 @@ GeometricMechanism = DiscreteLaplaceMechanism
 # Real-valued Laplace on a 2^k grid
 # --------------------------------------------------------------------------------------------
 
+def _check_vector_release(size: int, per_coordinate: bool, name: str) -> None:
+    """Gaussian-type guarantees here are one-dimensional (the exact delta of CKS20 / the binomial
+    mechanism's check): a vector is released only when the caller declares that every coordinate is
+    a separate scalar query with this mechanism's sensitivity (their composition is the caller's)."""
+    if size > 1 and not per_coordinate:
+        raise ValidationError(
+            f"{name}.release of a vector: this mechanism's (eps, delta) statement covers a scalar query; "
+            "pass per_coordinate=True to release each coordinate as its own scalar query (and account "
+            "for their composition), or use a Laplace-type mechanism with the vector's L1 sensitivity",
+            parameter="true_value")
+
+
 class _GridMixin:
     """Shared grid bookkeeping of the real-valued mechanisms."""
 
@@ -303,10 +315,18 @@ class LaplaceMechanism(_GridMixin, CentralMechanism):
         return discrete_laplace_pmf(z, float(self.grid_scale))
 
     def release(self, true_value: Any, *, rng: object = None, seed: object = None) -> float | np.ndarray:
-        """f(D) snapped to the grid plus exact integer noise, as floats (seeds refused)."""
+        """f(D) snapped to the grid plus exact integer noise, as floats (seeds refused).
+
+        A vector is one query whose **L1** sensitivity is ``sensitivity``: rounding moves each of
+        its ``dim`` coordinates by <= g/2, so the codes of neighbours differ by <= Delta/g + dim in
+        L1 and the noise is calibrated to ``floor(Delta/g) + dim`` grid units (``dim = 1``: the
+        scalar ``grid_sensitivity``).
+        """
         refuse_seed(rng, seed)
         codes, scalar = self._codes(true_value)
-        noisy = [c + exact.discrete_laplace(self.grid_scale) for c in codes]
+        scale = self.grid_scale if len(codes) <= 1 else \
+            Fraction(self.grid_sensitivity - 1 + len(codes)) / Fraction(self.epsilon)
+        noisy = [c + exact.discrete_laplace(scale) for c in codes]
         return self._from_codes(noisy, scalar)
 
     def release_sum(self, values: Any, lower: float, upper: float, *, rng: object = None,
@@ -403,10 +423,16 @@ class GaussianMechanism(_GridMixin, CentralMechanism):
     def variance(self) -> float:
         return discrete_gaussian_variance(self.grid_sigma) * self.granularity ** 2
 
-    def release(self, true_value: Any, *, rng: object = None, seed: object = None) -> float | np.ndarray:
-        """f(D) snapped to the grid plus exact discrete Gaussian noise, as floats (seeds refused)."""
+    def release(self, true_value: Any, *, rng: object = None, seed: object = None,
+                per_coordinate: bool = False) -> float | np.ndarray:
+        """f(D) snapped to the grid plus exact discrete Gaussian noise, as floats (seeds refused).
+
+        The statement covers a scalar query; a vector needs ``per_coordinate=True`` (each
+        coordinate its own scalar query with this sensitivity; composing them is the caller's).
+        """
         refuse_seed(rng, seed)
         codes, scalar = self._codes(true_value)
+        _check_vector_release(len(codes), per_coordinate, type(self).__name__)
         noisy = [c + exact.discrete_gaussian(self._sigma2) for c in codes]
         return self._from_codes(noisy, scalar)
 
@@ -495,10 +521,15 @@ class DiscreteGaussianMechanism(CentralMechanism):
         """P(Z = z) of the noise."""
         return discrete_gaussian_pmf(z, self.sigma)
 
-    def release(self, true_value: Any, *, rng: object = None, seed: object = None) -> int | np.ndarray:
-        """f(D) + exact discrete Gaussian noise (OS randomness; seeds refused)."""
+    def release(self, true_value: Any, *, rng: object = None, seed: object = None,
+                per_coordinate: bool = False) -> int | np.ndarray:
+        """f(D) + exact discrete Gaussian noise (OS randomness; seeds refused).
+
+        The exact delta (CKS20 Thm 7) is one-dimensional: a vector needs ``per_coordinate=True``.
+        """
         refuse_seed(rng, seed)
         x, scalar = check_integer_values(true_value)
+        _check_vector_release(x.size, per_coordinate, type(self).__name__)
         noise = [exact.discrete_gaussian(self._sigma2) for _ in range(x.size)]
         if scalar:
             return int(x[0]) + noise[0]
@@ -591,10 +622,15 @@ class BinomialMechanism(CentralMechanism):
 
         return stats.binom.pmf(np.asarray(z) + self.trials // 2, self.trials, 0.5)
 
-    def release(self, true_value: Any, *, rng: object = None, seed: object = None) -> int | np.ndarray:
-        """f(D) + exact centred binomial noise (OS random bits; seeds refused)."""
+    def release(self, true_value: Any, *, rng: object = None, seed: object = None,
+                per_coordinate: bool = False) -> int | np.ndarray:
+        """f(D) + exact centred binomial noise (OS random bits; seeds refused).
+
+        The (eps, delta) check is one-dimensional: a vector needs ``per_coordinate=True``.
+        """
         refuse_seed(rng, seed)
         x, scalar = check_integer_values(true_value)
+        _check_vector_release(x.size, per_coordinate, type(self).__name__)
         half = self.trials // 2
         noise = [exact.symmetric_binomial(self.trials) - half for _ in range(x.size)]
         if scalar:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from decimal import ROUND_CEILING, Context, Decimal
 from typing import Literal
 
 from .errors import ValidationError
 
-__all__ = ["PrivacyStatement", "round_up", "Model", "Neighbouring"]
+__all__ = ["PrivacyStatement", "round_up", "format_up", "Model", "Neighbouring"]
 
 Model = Literal["local", "shuffle", "central"]
 Neighbouring = Literal["replace_one", "add_remove_one"]
@@ -25,6 +26,21 @@ def round_up(x: float, rel: float = 1e-12) -> float:
     if x == 0.0 or math.isinf(x):
         return x
     return math.nextafter(x + abs(x) * rel, math.inf)
+
+
+def format_up(x: float, sig: int) -> str:
+    """``x`` with ``sig`` significant digits, rounded **up**: the shown number is never below ``x``.
+
+    ``f"{x:.{sig}g}"`` rounds to nearest, which can print a smaller eps or delta than the real one
+    (e.g. ``1.0000004`` as ``1``). When the nearest-rounded text parses to less than ``x`` the
+    exact binary value of ``x`` is rounded toward +inf at ``sig`` digits instead (the last digit is
+    bumped). A text that parses back to ``x`` itself (``0.1``) is kept.
+    """
+    s = f"{x:.{sig}g}"
+    if not math.isfinite(x) or float(s) >= x:
+        return s
+    up = Context(prec=sig, rounding=ROUND_CEILING).plus(Decimal(x))
+    return f"{float(up):.{sig}g}"  # up has <= sig digits, so this prints exactly up
 
 
 @dataclass(frozen=True)
@@ -76,9 +92,10 @@ class PrivacyStatement:
         return self.delta == 0.0
 
     def __str__(self) -> str:
-        d = "0" if self.delta == 0 else f"{self.delta:.3g}"
+        # eps and delta are rounded up at the shown precision: the text never understates them
+        d = "0" if self.delta == 0 else format_up(self.delta, 3)
         rob = "" if self.gamma == 1.0 else f", robust for gamma>={self.gamma:g}"
-        s = f"({self.eps:.6g}, {d})-DP [{self.model} model, {self.neighbouring.replace('_', '-')}{rob}]"
+        s = f"({format_up(self.eps, 6)}, {d})-DP [{self.model} model, {self.neighbouring.replace('_', '-')}{rob}]"
         return s + (f" — {self.note}" if self.note else "")
 
     def to_dict(self) -> dict:

@@ -14,7 +14,8 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
     def survey(
         quick: bool = typer.Option(False, "--quick", help="short sweeps, 10^5-message timing batches (< 2 min)"),
         full: bool = typer.Option(False, "--full", help="the survey's sweeps, n up to 10^7 (< 15 min on 2 cores)"),
-        out: Path = typer.Option(Path("results/survey"), "--out", help="output folder (CSV, PNG, index.html)"),
+        out: Path | None = typer.Option(None, "--out", help="output folder (CSV, PNG, index.html); default "
+                                                            "results/survey for --full, results/survey-quick for --quick"),
         seed: int = typer.Option(2022, help="simulation seed"),
     ) -> None:
         """Reproduce the ESA survey's §5 (Figs. 7-15): RMSE, analyzer time, communication; claims checked."""
@@ -29,6 +30,8 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
         if quick == full:
             console.print("[red]error:[/red] choose exactly one of --quick or --full")
             raise typer.Exit(2)
+        if out is None:  # --quick never overwrites the committed --full results
+            out = Path("results/survey-quick") if quick else Path("results/survey")
         cfg = SurveyConfig.quick(out) if quick else SurveyConfig.full(out)
         cfg.seed = seed
         t0 = time.perf_counter()

@@ -395,6 +395,27 @@ class _CountMeanSketchBase(FrequencyOracle):
         var = self.A * float(c @ self._conditional_per_user(pi)) / n**2
         return mean, var
 
+    # --- exact simulation --------------------------------------------------------------
+    def _row_hash_counts(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """``U[j, h]``: users whose hash index is ``j`` and whose ``h_j(x) = h``, ``(k, m)`` int64.
+
+        Every user draws ``j`` uniformly and independently, so item ``x``'s ``n_x`` users split
+        Multinomial(n_x, 1/k) over the hash indices; those in row ``j`` all hash to ``h_j(x)``.
+        Cost O(k d) (items in chunks), independent of n.
+        """
+        k, m, d = self.k, self.m, self.d
+        rows = np.arange(k, dtype=np.int64)
+        pk = np.full(k, 1.0 / k)
+        U = np.zeros(k * m, dtype=np.int64)
+        per = max(1, _CELLS // k)
+        for lo in range(0, d, per):  # chunks of items: (chunk, k) temporaries
+            xs = np.arange(lo, min(d, lo + per), dtype=np.int64)
+            split = rng.multinomial(counts[xs], pk)  # (chunk, k)
+            cell = rows[None, :] * m + self.family(rows[None, :], xs[:, None])
+            U += np.rint(np.bincount(cell.ravel(), weights=split.ravel().astype(np.float64),
+                                     minlength=k * m)).astype(np.int64)
+        return U.reshape(k, m)
+
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(epsilon={self.epsilon:g}, d={self.d}, k={self.k}, m={self.m}, "
                 f"hash_seed={self.hash_seed})")
@@ -525,6 +546,17 @@ class CountMeanSketch(_CountMeanSketchBase):
                                   parameter="statistic")
         return stat
 
+    def _statistic_shape(self) -> tuple[int, ...]:
+        return (self.k, self.m + 1)
+
+    def _check_statistic_for(self, statistic: Any, n: int) -> np.ndarray:
+        """Shape ``(k, m+1)``; per row ``0 <= +1 bits <= users of the row``; ``n`` users in all."""
+        stat = FrequencyOracle._check_statistic_for(self, statistic, n)
+        if np.any(stat[:, :self.m] > stat[:, self.m:]):
+            raise ValidationError("statistic: a (hash index, column) count exceeds the users of its hash index",
+                                  parameter="statistic")
+        return stat
+
     def sketch(self, statistic: np.ndarray) -> np.ndarray:
         """The seed's real-valued sketch ``M = sum_i k ((c/2) v~_i + 1/2)`` (rows by ``j``)."""
         stat = self._check_statistic(statistic).astype(np.float64)
@@ -546,6 +578,24 @@ class CountMeanSketch(_CountMeanSketchBase):
 
     def _conditional_per_user(self, pi: np.ndarray) -> np.ndarray:
         return (self.c**2 - 1) / 4 + pi * (1 - pi)
+
+    def simulate_statistic(self, true_counts: Any, rng: np.random.Generator) -> np.ndarray:
+        """Exact sample of the ``(k, m+1)`` statistic from the true counts, O(k d + k m), independent of n.
+
+        Users split over hash indices multinomially per item (:meth:`_row_hash_counts` gives
+        ``U[j, l]``, the users of row ``j`` whose own position is ``l``; row ``j`` has
+        ``N_j = sum_l U[j, l]`` users). Every bit of every report is an independent coin: the bit
+        at the user's own position is +1 with probability ``1 - q``, every other bit with ``q``.
+        So given ``U``, the +1 count of cell ``(j, l)`` is ``Bin(U[j, l], 1 - q) + Bin(N_j - U[j, l], q)``,
+        independently over cells -- the law of ``aggregate(randomize(values))``.
+        """
+        c = self.check_counts(true_counts)
+        U = self._row_hash_counts(c, rng)
+        N = U.sum(axis=1)
+        out = np.empty((self.k, self.m + 1), dtype=np.int64)
+        out[:, :self.m] = rng.binomial(U, 1.0 - self.q) + rng.binomial(N[:, None] - U, self.q)
+        out[:, self.m] = N
+        return out
 
     def _exact_count_variances(self, counts: np.ndarray) -> np.ndarray:
         # Var[n~_x] = (c^2-1)/4 n Pinv_xx + (Pinv C Pinv)_xx - n_x, C = B diag(B^T counts) B^T / k
@@ -676,6 +726,17 @@ class HadamardCountMeanSketch(_CountMeanSketchBase):
                                   parameter="statistic")
         return stat
 
+    def _check_statistic_for(self, statistic: Any, n: int) -> np.ndarray:
+        """Shape ``(k, m)`` of finite sign sums; every user adds +-1 to one cell, so sum |cell| <= n."""
+        stat = self._check_statistic(statistic)
+        if stat.dtype == np.bool_ or not (np.issubdtype(stat.dtype, np.integer) or np.issubdtype(stat.dtype, np.floating)) \
+                or not np.all(np.isfinite(stat)):
+            raise ValidationError("statistic must be finite sign sums", parameter="statistic")
+        if np.abs(stat.astype(np.float64)).sum() > n:
+            raise ValidationError(f"statistic: the sign sums exceed the n={n} reports (sum |cell| > n)",
+                                  parameter="statistic")
+        return stat
+
     def sketch(self, statistic: np.ndarray) -> np.ndarray:
         """The seed's sketch ``M = M_H H_m`` with ``M_H = k c (sum of signs)``."""
         stat = self._check_statistic(statistic).astype(np.int64)
@@ -694,6 +755,37 @@ class HadamardCountMeanSketch(_CountMeanSketchBase):
 
     def _conditional_per_user(self, pi: np.ndarray) -> np.ndarray:
         return self.c**2 - pi**2
+
+    def simulate_statistic(self, true_counts: Any, rng: np.random.Generator) -> np.ndarray:
+        """Exact sample of the ``(k, m)`` sign sums from the true counts, O(k d + k m log m), independent of n.
+
+        ``U[j, h]`` (:meth:`_row_hash_counts`): users of row ``j`` whose hash is ``h``. Each draws
+        ``l`` uniform in ``[m]`` -- ``log2 m`` independent fair bits ``l_t`` -- and has true sign
+        ``H[l, h] = prod_t (-1)^(l_t h_t)``. The bits are resolved one at a time, lowest first: the
+        state of a user after ``t`` bits is (``l mod 2^t``, ``h >> t``, sign so far), ``2m`` states
+        per row at every step, and each state's count splits Binomial(., 1/2) on ``l_t`` (the
+        sign flips when ``l_t = h_t = 1``). After the last bit the state is (``l``, sign): ``A[j, l]``
+        users with true sign +1 and ``B[j, l]`` with -1 in cell ``(j, l)``. Each report's sign is
+        flipped independently with probability ``p = 1/(1+e^eps)``, so the cell's +1 count is
+        ``Bin(A, 1-p) + Bin(B, p)`` and its sign sum ``2 (+1 count) - (A + B)``.
+        """
+        c = self.check_counts(true_counts)
+        k, m = self.k, self.m
+        U = self._row_hash_counts(c, rng)
+        cnt = np.zeros((k, 1, m, 2), dtype=np.int64)  # (row, l mod 2^t, h >> t, sign so far: 0 = +1)
+        cnt[:, 0, :, 0] = U
+        P = 1
+        while P < m:  # log2 m steps, one bit of l each
+            c5 = cnt.reshape(k, P, m // (2 * P), 2, 2)  # (row, l low bits, h >> (t+1), h_t, sign)
+            c0 = rng.binomial(c5, 0.5)  # l_t = 0
+            c1 = c5 - c0  # l_t = 1: the sign flips when h_t = 1
+            new0 = c0.sum(axis=3)
+            new1 = c1[:, :, :, 0, :] + c1[:, :, :, 1, ::-1]
+            cnt = np.concatenate([new0, new1], axis=1)  # index l_t 2^t + (l mod 2^t)
+            P *= 2
+        A, B = cnt[:, :, 0, 0], cnt[:, :, 0, 1]
+        plus = rng.binomial(A, 1.0 - self.p_flip) + rng.binomial(B, self.p_flip)
+        return (2 * plus - (A + B)).astype(np.int64)
 
     def _exact_count_variances(self, counts: np.ndarray) -> np.ndarray:
         # per user E[(w.T_i)^2] = c^2 w^T Pi w = c^2 Pinv_xx (Parseval), mean 1{x_i = x}

@@ -11,6 +11,7 @@ an :class:`~shuffledp.core.Estimate`.
 
 from __future__ import annotations
 
+import functools
 import math
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
@@ -20,7 +21,13 @@ import numpy as np
 from ..core.errors import ValidationError
 from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
-from ..core.validation import check_domain_size, check_epsilon, check_int_values, check_real_values
+from ..core.validation import (
+    check_domain_size,
+    check_epsilon,
+    check_int_values,
+    check_positive_int,
+    check_real_values,
+)
 
 __all__ = [
     "Reports",
@@ -31,6 +38,8 @@ __all__ = [
     "concat_reports",
     "take_reports",
     "DEFAULT_CHUNK",
+    "check_rng",
+    "check_n",
 ]
 
 Reports = dict[str, np.ndarray]
@@ -57,6 +66,72 @@ def concat_reports(parts: list[Reports]) -> Reports:
 def take_reports(reports: Reports, idx: np.ndarray | slice) -> Reports:
     """Select users ``idx`` (a permutation shuffles a batch)."""
     return {k: v[idx] for k, v in reports.items()}
+
+
+def check_rng(rng: Any) -> np.random.Generator:
+    """A randomizer's ``rng``: must be a :class:`numpy.random.Generator` (no seeds, no ``None``)."""
+    if not isinstance(rng, np.random.Generator):
+        raise ValidationError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}", parameter="rng")
+    return rng
+
+
+def check_n(n: Any) -> int:
+    """A number of users ``n``: an integer >= 1 (bools and floats are rejected)."""
+    return check_positive_int(n, "n")
+
+
+def _check_real_array(x: Any, name: str, low: float, high: float) -> np.ndarray:
+    """A real scalar or array with finite entries in [low, high] (bools, strings, objects rejected)."""
+    arr = np.asarray(x)
+    if arr.dtype == np.bool_ or not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise ValidationError(f"{name} must be real numbers in [{low:g}, {high:g}], got {x!r}", parameter=name)
+    a = arr.astype(np.float64)
+    if not np.all(np.isfinite(a)) or np.any((a < low) | (a > high)):
+        raise ValidationError(f"{name} must be finite numbers in [{low:g}, {high:g}], got {x!r}", parameter=name)
+    return a
+
+
+def _wrap_checked(cls: type) -> None:
+    """Put the shared input checks in front of the ``randomize``, ``estimate`` and ``variance``
+    that ``cls`` itself defines (inherited ones are already wrapped), so no oracle can skip them:
+
+    - ``randomize(values, rng, ...)``: ``rng`` must be a numpy Generator (checked first: no state
+      such as RAPPOR's memo is touched on a bad call);
+    - ``estimate(statistic, n, ...)``: ``n`` an integer >= 1, then ``cls._check_statistic_for(statistic, n)``;
+    - ``variance(n, f, ...)``: ``n`` an integer >= 1, ``f`` via ``cls._check_f``.
+    """
+
+    def randomize_wrapper(fn):
+        @functools.wraps(fn)
+        def randomize(self, values, rng, *args, **kwargs):
+            check_rng(rng)
+            return fn(self, values, rng, *args, **kwargs)
+        return randomize
+
+    def estimate_wrapper(fn):
+        @functools.wraps(fn)
+        def estimate(self, statistic, n, *args, **kwargs):
+            n = check_n(n)
+            self._check_statistic_for(statistic, n)
+            return fn(self, statistic, n, *args, **kwargs)
+        return estimate
+
+    def variance_wrapper(fn):
+        @functools.wraps(fn)
+        def variance(self, n, f=0.0, *args, **kwargs):
+            n = check_n(n)
+            self._check_f(f)
+            return fn(self, n, f, *args, **kwargs)
+        return variance
+
+    for name, wrap in (("randomize", randomize_wrapper), ("estimate", estimate_wrapper),
+                       ("variance", variance_wrapper)):
+        fn = cls.__dict__.get(name)
+        if fn is None or getattr(fn, "__isabstractmethod__", False) or getattr(fn, "_input_checked", False):
+            continue
+        wrapped = wrap(fn)
+        wrapped._input_checked = True  # type: ignore[attr-defined]
+        setattr(cls, name, wrapped)
 
 
 class LocalRandomizer(ABC):
@@ -123,6 +198,32 @@ class FrequencyOracle(LocalRandomizer):
         super().__init__(epsilon)
         self.d = check_domain_size(d)
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _wrap_checked(cls)
+
+    # --- shared input checks (called by the wrappers of every subclass) ----------------
+    def _check_f(self, f: Any) -> np.ndarray:
+        """``f`` of :meth:`variance`: true fraction(s), finite, in [0, 1]."""
+        return _check_real_array(f, "f", 0.0, 1.0)
+
+    def _statistic_shape(self) -> tuple[int, ...]:
+        """Shape of :meth:`aggregate`'s output (default: one count per item)."""
+        return (self.d,)
+
+    def _check_statistic_for(self, statistic: Any, n: int) -> np.ndarray:
+        """Shape and range of a statistic of ``n`` users (default: counts in [0, n], one per item)."""
+        shape = self._statistic_shape()
+        s = np.asarray(statistic)
+        if s.shape != shape:
+            raise ValidationError(f"statistic must have shape {shape}, got {s.shape}", parameter="statistic")
+        if s.dtype == np.bool_ or not (np.issubdtype(s.dtype, np.integer) or np.issubdtype(s.dtype, np.floating)):
+            raise ValidationError(f"statistic must be numeric counts, got dtype {s.dtype}", parameter="statistic")
+        if s.size and (not np.all(np.isfinite(s)) or s.min() < 0 or s.max() > n):
+            raise ValidationError(f"statistic must hold counts in [0, n={n}] (from n reports), "
+                                  f"got values in [{s.min()}, {s.max()}]", parameter="statistic")
+        return s
+
     def check_values(self, values: Any) -> np.ndarray:
         return check_int_values(values, self.d)
 
@@ -143,8 +244,7 @@ class FrequencyOracle(LocalRandomizer):
 
     def _pure_estimate(self, support_counts: np.ndarray, n: int, p: float, q: float) -> Estimate:
         """Estimator of a pure protocol (Wang et al. 2017): (C_i - n q) / (n (p - q))."""
-        if n <= 0:
-            raise ValidationError(f"n must be >= 1, got {n}", parameter="n")
+        n = check_n(n)
         f = (np.asarray(support_counts, dtype=np.float64) - n * q) / (n * (p - q))
         fc = np.clip(f, 0.0, 1.0)
         var = (q * (1 - q) + fc * (1 - p - q) * (p - q)) / (n * (p - q) ** 2)
@@ -167,6 +267,24 @@ class MeanOracle(LocalRandomizer):
         from ..core.validation import check_positive_int
 
         self.dim = check_positive_int(dim, "dim")
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _wrap_checked(cls)
+
+    def _check_f(self, f: Any) -> np.ndarray:
+        """``f`` of :meth:`variance`: the true value(s), finite, in [-1, 1]."""
+        return _check_real_array(f, "f", -1.0, 1.0)
+
+    def _check_statistic_for(self, statistic: Any, n: int) -> np.ndarray:
+        """Shape and finiteness of a statistic of ``n`` users (mechanisms add their range)."""
+        s = np.asarray(statistic)
+        if s.shape != (self.dim,):
+            raise ValidationError(f"statistic must have shape ({self.dim},), got {s.shape}", parameter="statistic")
+        if s.dtype == np.bool_ or not (np.issubdtype(s.dtype, np.integer) or np.issubdtype(s.dtype, np.floating)) \
+                or not np.all(np.isfinite(s)):
+            raise ValidationError("statistic must be finite numbers", parameter="statistic")
+        return s
 
     def check_values(self, values: Any) -> np.ndarray:
         if self.dim == 1:

@@ -122,6 +122,9 @@ class HadamardResponse(FrequencyOracle):
         """Histogram of the K outputs (mergeable)."""
         return np.bincount(np.asarray(reports["y"]), minlength=self.K).astype(np.int64)
 
+    def _statistic_shape(self) -> tuple[int, ...]:
+        return (self.K,)
+
     def _check_statistic(self, statistic: Any) -> np.ndarray:
         stat = np.asarray(statistic)
         if stat.shape != (self.K,):

@@ -95,6 +95,18 @@ class _SumMeanOracle(MeanOracle):
     def _stat_dtype(self) -> type:
         return np.float64
 
+    def _report_bound(self) -> float:
+        """Largest |contribution| of one user to one coordinate of the statistic."""
+        return 1.0
+
+    def _check_statistic_for(self, statistic: Any, n: int) -> np.ndarray:
+        s = self.check_statistic(statistic)
+        bound = n * self._report_bound()
+        if np.any(np.abs(s) > bound * (1 + 1e-12)):
+            raise ValidationError(f"statistic must lie in [-{bound:g}, {bound:g}] for n={n} reports",
+                                  parameter="statistic")
+        return s
+
     def check_statistic(self, statistic: Any) -> np.ndarray:
         s = np.asarray(statistic)
         if s.shape != (self.dim,) or not (np.issubdtype(s.dtype, np.integer) or np.issubdtype(s.dtype, np.floating)):
@@ -430,6 +442,9 @@ class PiecewiseMechanism(_SumMeanOracle):
         self.eps_coord = self.epsilon / self.k
         self._scale = self.dim / self.k
         self.C = self._output_bound()
+
+    def _report_bound(self) -> float:
+        return self.C
 
     # --- the per-coordinate mechanism (overridden by HM) ---------------------------------------
     def _output_bound(self) -> float:

@@ -435,6 +435,9 @@ class Rappor(FrequencyOracle):
             raise ValidationError("statistic must have 0 <= bit count <= cohort size", parameter="statistic")
         return s.astype(np.int64)
 
+    def _check_statistic_for(self, statistic: Any, n: int) -> np.ndarray:
+        return self.check_statistic(statistic)
+
     def _check_candidates(self, candidates: Any) -> np.ndarray:
         if candidates is None:
             return np.arange(self.d, dtype=np.int64)

@@ -175,6 +175,44 @@ def _statement_json(st: PrivacyStatement) -> dict:
     return d
 
 
+def client_windows(cfg: TaskConfig, times: np.ndarray) -> np.ndarray:
+    """Client-clock window of each report time (``time`` is in ``time_precision`` units).
+
+    ``batch_window`` is a multiple of ``time_precision``, so this is exactly the SDK's
+    ``int(now) // batch_window``, the window its per-window cap counts in.
+    """
+    return np.asarray(times, dtype=np.int64) // (cfg.batch_window // cfg.time_precision)
+
+
+def group_statement(st: PrivacyStatement, c: int, why: str) -> PrivacyStatement:
+    """Group privacy of a per-report statement over ``c`` reports of one user in the same release.
+
+    ``(c eps, c e^{(c-1) eps} delta)``; ``c = 0`` (no valid report) keeps the per-report statement.
+    """
+    if c <= 1 or math.isinf(st.eps):
+        return st
+    delta = min(c * math.exp((c - 1) * st.eps) * st.delta, 0.999999) if st.delta else 0.0
+    return PrivacyStatement(c * st.eps, delta, st.model, st.neighbouring, gamma=st.gamma,
+                            note=f"group privacy over {c} report(s) per user ({why}); per report: {st.note}")
+
+
+def _ledger_windows(cfg: TaskConfig, r: Any) -> list[int]:
+    """The client windows a ledger row's valid reports may come from.
+
+    Rows written before migration 0003 have none recorded: then every client window the batch's
+    accepted time range allows (``ingest_batch``'s ``lo``..``hi``) is assumed (never an undercount).
+    """
+    cw = getattr(r, "client_windows", None)
+    if cw is not None:
+        return [int(w) for w in json.loads(cw)]
+    if r.n_valid == 0:
+        return []
+    tp, bw = cfg.time_precision, cfg.batch_window
+    lo = ((r.window - cfg.max_wait_windows) * bw - cfg.tolerable_clock_skew) // tp
+    hi = ((r.window + 1) * bw + cfg.tolerable_clock_skew) // tp
+    return list(range(int(lo // (bw // tp)), int(hi // (bw // tp)) + 1))
+
+
 def _validate_rows(mech: Any, reports: dict[str, np.ndarray]) -> np.ndarray:
     """Boolean mask of reports that pass ``mechanism.validate_reports`` (vectorized, bisect on failure)."""
     n = next(iter(reports.values())).shape[0] if reports else 0
@@ -291,13 +329,24 @@ def ingest_batch(state: AnalyzerState, task_id: bytes, bid: bytes, body: bytes) 
                     analyzer_aggregates.c.task_id == task_id, analyzer_aggregates.c.window == b.window,
                     analyzer_aggregates.c.crowd_id == b.crowd_id).values(
                     statistic=new.tobytes(), dtype=new.dtype.str, n=row.n + n_valid))
-        st, _method = cfg.batch_privacy(len(b.envelopes))
+        # privacy: only VALID reports hide anyone (garbage, replays and out-of-window envelopes do
+        # not); below min_batch_size the batch is still aggregated (it was acknowledged) but only
+        # the local guarantee is claimed. A client may have up to k reports per client window in
+        # this batch, for every client window its valid reports come from (report times are inside
+        # the HPKE ciphertext: authenticated, and the clock the SDK's per-window cap counts with).
+        st, _method = cfg.batch_privacy(n_valid)
+        cw = np.unique(client_windows(cfg, times[cand])).tolist()
+        group = cfg.client_policy.max_reports_per_window * len(cw)
+        st_group = group_statement(st, group, f"{cfg.client_policy.max_reports_per_window} report(s)/window x "
+                                              f"{len(cw)} client window(s) in this batch")
         result = {"batch_id": bid.hex(), "received": len(b.envelopes), "valid": n_valid, "rejected": counts,
-                  "privacy_statement": _statement_json(st)}
+                  "client_windows": cw, "privacy_statement": _statement_json(st_group),
+                  "privacy_statement_per_report": _statement_json(st)}
         c.execute(analyzer_ledger.insert().values(
             batch_id=bid, task_id=task_id, window=b.window, crowd_id=b.crowd_id, n_released=len(b.envelopes),
             n_valid=n_valid, eps_local=cfg.eps_local if math.isfinite(cfg.eps_local) else -1.0,
-            eps_central=st.eps if math.isfinite(st.eps) else -1.0, delta=st.delta, statement=str(st)))
+            eps_central=st.eps if math.isfinite(st.eps) else -1.0, delta=st.delta, statement=str(st_group),
+            client_windows=json.dumps(cw)))
         c.execute(analyzer_batches.insert().values(
             batch_id=bid, task_id=task_id, crowd_id=b.crowd_id, window=b.window, n_received=len(b.envelopes),
             n_valid=n_valid, result=json.dumps(result)))
@@ -325,28 +374,44 @@ def estimates(state: AnalyzerState, task_id: bytes, crowd: bytes | None = None, 
     n = int(sum(r.n for r in rows))
     mech = cfg.mechanism_object()
     est = mech.estimate(stat, n)
-    # privacy: per window, the weakest batch (a client is in one crowd per window); a client sends
-    # at most k reports per window -> group privacy over k; windows compose (basic composition).
+    # privacy (see docs/services.md, "Privacy statements"): a client sends at most k reports per
+    # client window; each report lies in one batch b (holding reports of the client windows W_b),
+    # so a user has c_b <= min(k |W_b|, K) reports in b, K = k |W| over all client windows W.
+    # Group privacy per batch + basic composition over batches:
+    #   eps   = sum_b c_b eps_b <= k * sum_w eps_w   (eps_w: weakest batch holding reports of w,
+    #                                                 whatever its label or crowd)
+    #   delta = sum_b c_b e^{(c_b-1) eps_b} delta_b <= K * max_b e^{(min(k|W_b|, K)-1) eps_b} * max_b delta_b
     k = cfg.client_policy.max_reports_per_window
-    per_window: dict[int, tuple[float, float]] = {}
+    per_cw: dict[int, float] = {}
+    spans: list[tuple[int, float, float]] = []
     for r in ledger:
         e = math.inf if r.eps_central < 0 else r.eps_central
-        cur = per_window.get(r.window, (0.0, 0.0))
-        per_window[r.window] = (max(cur[0], e), max(cur[1], r.delta))
-    eps_tot = delta_tot = 0.0
-    for e, d in per_window.values():
-        eps_tot += k * e
-        delta_tot += k * math.exp((k - 1) * e) * d if math.isfinite(e) else 0.0
+        ws = _ledger_windows(cfg, r)
+        if ws:
+            spans.append((len(ws), e, r.delta))
+        for w in ws:
+            per_cw[w] = max(per_cw.get(w, 0.0), e)
+    n_reports = k * len(per_cw)
+    eps_tot = k * sum(per_cw.values())
+    delta_tot = 0.0
+    if spans and math.isfinite(eps_tot):
+        d_max = max(d for _, _, d in spans)
+        if d_max > 0:
+            growth = max(math.exp((min(k * nw, n_reports) - 1) * e) for nw, e, _ in spans)
+            delta_tot = n_reports * growth * d_max
     if math.isinf(eps_tot):
         st = PrivacyStatement(math.inf, 0.0, "local", note="test mechanism: no privacy")
     else:
-        st = PrivacyStatement(eps_tot, min(delta_tot, 0.999999), "shuffle", "replace_one",
-                              gamma=cfg.honest_fraction,
-                              note=f"{len(per_window)} window(s) x {k} report(s)/window composed (group privacy "
-                                   f"+ basic composition) over per-batch shuffle bounds; eps0={cfg.eps_local:g}")
-    out = {"task_id": task_id.hex(), "n": n, "windows": sorted(per_window), "batches": len(ledger)}
+        model = "shuffle" if delta_tot > 0 else "local"
+        st = PrivacyStatement(eps_tot, min(delta_tot, 0.999999), model, "replace_one",
+                              gamma=cfg.honest_fraction if model == "shuffle" else 1.0,
+                              note=f"{len(per_cw)} client window(s) x {k} report(s)/window: group privacy per "
+                                   f"batch + basic composition over batches (weakest batch per client window); "
+                                   f"eps0={cfg.eps_local:g}")
+    out = {"task_id": task_id.hex(), "n": n, "windows": sorted({int(r.window) for r in rows}),
+           "client_windows": sorted(per_cw), "batches": len(ledger)}
     if cfg.central_mode:
-        out.update(_central_release(state, cfg, stat, n))
+        out.update(_central_release(state, cfg, stat, n, max_reports_per_user(cfg, sorted(per_cw))))
         out["privacy_statement_shuffle"] = _statement_json(st)
         return out
     lo, hi = est.ci(level)
@@ -356,10 +421,27 @@ def estimates(state: AnalyzerState, task_id: bytes, crowd: bytes | None = None, 
     return out
 
 
-def _central_release(state: AnalyzerState, cfg: TaskConfig, stat: np.ndarray, n: int) -> dict:
+def max_reports_per_user(cfg: TaskConfig, windows: list[int]) -> int:
+    """Most reports one client may have among reports from the given client windows (its policy).
+
+    ``k = max_reports_per_window`` per window and ``max_reports_per_day`` per UTC day (the SDK's
+    ledger periods): ``min(k * |windows|, day cap * |days the windows touch|)``, at least 1.
+    """
+    pol, bw = cfg.client_policy, cfg.batch_window
+    if not windows:
+        return 1
+    days = set()
+    for w in windows:
+        days.update(range((w * bw) // 86400, ((w + 1) * bw - 1) // 86400 + 1))
+    return max(1, min(pol.max_reports_per_window * len(windows), pol.max_reports_per_day * len(days)))
+
+
+def _central_release(state: AnalyzerState, cfg: TaskConfig, stat: np.ndarray, n: int, m: int) -> dict:
     """Central mode: exact discrete-Laplace noise on the histogram counts; query budget enforced.
 
-    Replace-one neighbouring changes two counts by one each: L1 sensitivity 2. Each query spends
+    Replace-one neighbouring of USERS: a user has at most ``m`` reports over the queried client
+    windows (``max_reports_per_user``, from the task's client policy); replacing them changes at
+    most ``2m`` counts by one each: L1 sensitivity ``2m`` (stated in the answer). Each query spends
     ``eps_per_query`` (basic composition); the debit is committed before the answer is returned,
     and a query that would exceed ``query_budget_eps`` is refused (403 budgetExhausted).
     """
@@ -370,7 +452,8 @@ def _central_release(state: AnalyzerState, cfg: TaskConfig, stat: np.ndarray, n:
     import secrets as _secrets
     eps_q = float(cfg.central_mode["eps_per_query"])
     budget = float(cfg.central_mode["query_budget_eps"])
-    mech = DiscreteLaplaceMechanism(eps_q, sensitivity=2, neighbouring="replace_one")
+    sens = 2 * int(m)
+    mech = DiscreteLaplaceMechanism(eps_q, sensitivity=sens, neighbouring="replace_one")
     with state.write_lock, state.engine.begin() as c:
         spent = float(c.execute(select(func.coalesce(func.sum(analyzer_queries.c.eps), 0.0)).where(
             analyzer_queries.c.task_id == cfg.task_id)).scalar_one())
@@ -382,11 +465,13 @@ def _central_release(state: AnalyzerState, cfg: TaskConfig, stat: np.ndarray, n:
         est = noisy / max(n, 1)
         se = np.full(est.shape, sd / max(n, 1))
         st = PrivacyStatement(eps_q, 0.0, "central", "replace_one",
-                              note=f"discrete Laplace on histogram counts (sensitivity 2); budget "
+                              note=f"discrete Laplace on histogram counts (L1 sensitivity {sens} = 2 x {m} "
+                                   f"report(s) per user at most over the queried windows, client policy); budget "
                                    f"{spent + eps_q:g}/{budget:g} spent after this query")
         out = {"kind": "frequency", "noisy_counts": noisy.tolist(), "estimate": est.tolist(),
                "std_error": se.tolist(), "ci_level": 0.95, "ci_low": (est - 1.959963984540054 * se).tolist(),
                "ci_high": (est + 1.959963984540054 * se).tolist(), "privacy_statement": _statement_json(st),
+               "sensitivity": sens, "max_reports_per_user": int(m),
                "budget": {"spent": spent + eps_q, "total": budget}}
         c.execute(analyzer_queries.insert().values(query_id=_secrets.token_bytes(16), task_id=cfg.task_id, eps=eps_q,
                                                    result=json.dumps(out)))
@@ -489,7 +574,8 @@ def create_analyzer_app(state: AnalyzerState) -> FastAPI:
         with state.engine.connect() as c:
             rows = c.execute(select(analyzer_ledger).where(analyzer_ledger.c.task_id == t)).all()
         return {"ledger": [{"batch_id": r.batch_id.hex(), "window": r.window, "crowd": r.crowd_id.hex(),
-                            "n_released": r.n_released, "n_valid": r.n_valid, "statement": r.statement}
+                            "n_released": r.n_released, "n_valid": r.n_valid, "statement": r.statement,
+                            "client_windows": _ledger_windows(state.task(t), r)}
                            for r in rows]}
 
     @app.get("/v1/tasks/{task_hex}/stats")

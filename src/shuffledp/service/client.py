@@ -71,12 +71,36 @@ def fetch_task(http: httpx.Client, analyzer_url: str, task_id: bytes,
         raise ConfigError("task uses a test-only mechanism (no privacy); refused")
     if cfg.min_batch_size < cfg.min_batch_size_floor:
         raise ConfigError("task minimum batch size below its own floor")
+    _check_min_batch_size(cfg)
     kr = http.get(f"{analyzer_url}/v1/hpke-keys")
     kr.raise_for_status()
     keys = [k for k in decode_key_list(kr.content) if (KDF_HKDF_SHA256, AEAD_AES_128_GCM) in k.suites]
     if not keys:
         raise ConfigError("analyzer offers no supported HPKE key")
     return cfg, keys[0]
+
+
+def _check_min_batch_size(cfg: TaskConfig) -> None:
+    """Recompute the minimum batch size locally (same accountant as the analyzer) and refuse a smaller one.
+
+    The analyzer advertises ``min_batch_size``; a smaller value than the task's own eps0 and
+    central target require would let batches too small for the advertised guarantee through.
+    """
+    if cfg.mechanism.get("kind") in ("test", "central"):
+        return   # no amplification claimed: the floor is the threshold (checked above)
+    import math
+
+    from .accounting_bridge import min_batch_size
+    try:
+        need = min_batch_size(float(cfg.eps_local), float(cfg.target_central["eps"]),
+                              float(cfg.target_central["delta"]))
+    except (ValidationError, KeyError, TypeError, ValueError) as e:
+        raise ConfigError(f"task's central target cannot be reached from its mechanism: {e}") from e
+    need = max(cfg.min_batch_size_floor, math.ceil(need / cfg.honest_fraction))
+    if cfg.min_batch_size < need:
+        raise ConfigError(f"task advertises min_batch_size {cfg.min_batch_size}, but eps0={cfg.eps_local:g} and "
+                          f"target central eps={cfg.target_central['eps']:g}, delta={cfg.target_central['delta']:g} "
+                          f"(honest fraction {cfg.honest_fraction:g}) need at least {need} reports per batch; refused")
 
 
 def encode_reports(cfg: TaskConfig, values: Any, now: float, rng: None = None, mech: Any = None) -> np.ndarray:

@@ -123,6 +123,16 @@ class ClientPolicy:
     max_reports_per_day: int = 1
     memoize: bool = True
 
+    def __post_init__(self) -> None:
+        for f in ("max_reports_per_window", "max_reports_per_day"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValidationError(f"client_policy.{f} must be an int >= 1, got {v!r}",
+                                      parameter=f"client_policy.{f}")
+        if not isinstance(self.memoize, bool):
+            raise ValidationError(f"client_policy.memoize must be true or false, got {self.memoize!r}",
+                                  parameter="client_policy.memoize")
+
 
 @dataclass(frozen=True)
 class TaskConfig:
@@ -198,15 +208,26 @@ class TaskConfig:
         return float(self.mechanism.get("epsilon", math.inf))
 
     def batch_privacy(self, n: int) -> tuple[PrivacyStatement, str]:
-        """The guarantee of one released batch of ``n`` reports (honest fraction applied)."""
+        """Per-report guarantee of one released batch holding ``n`` VALID reports (honest fraction applied).
+
+        ``n`` must count only the reports the analyzer accepted (decrypted, well-formed, in window,
+        not replayed): envelopes that fail any check hide nobody. Below the task's
+        ``min_batch_size`` no amplification is claimed: the statement is the local guarantee eps0.
+        """
         delta = float(self.target_central["delta"])
+        if n < self.min_batch_size:
+            why = (f"batch of {n} valid report(s) < min_batch_size {self.min_batch_size}: "
+                   f"no amplification claimed, local guarantee only")
+            if not math.isfinite(self.eps_local):
+                return PrivacyStatement(math.inf, 0.0, "local", note=why + " (no local randomization)"), why
+            return PrivacyStatement(self.eps_local, 0.0, "local", "replace_one", note=why), why
         n_eff = int(math.floor(n * self.honest_fraction))
         eps, method = central_epsilon(self.eps_local, n_eff, delta)
         if not math.isfinite(eps):
             return PrivacyStatement(math.inf, 0.0, "local", note=method), method
         return (PrivacyStatement(eps, delta if eps < self.eps_local else 0.0, "shuffle", "replace_one",
                                  gamma=self.honest_fraction,
-                                 note=f"batch of {n} reports, {method}"), method)
+                                 note=f"batch of {n} valid reports, {method}"), method)
 
 
 def _check(cond: bool, msg: str, param: str) -> None:
@@ -242,7 +263,12 @@ def create_task_config(*, name: str, mechanism: dict, target_central: dict, time
     _check(isinstance(min_batch_size_floor, int) and min_batch_size_floor >= 1, "min_batch_size_floor must be >= 1",
            "min_batch_size_floor")
     _check(0.0 < honest_fraction <= 1.0, "honest_fraction must lie in (0, 1]", "honest_fraction")
-    pol = ClientPolicy(**(client_policy or {}))
+    _check(client_policy is None or isinstance(client_policy, dict), "client_policy must be an object",
+           "client_policy")
+    try:
+        pol = ClientPolicy(**(client_policy or {}))
+    except TypeError as e:
+        raise ValidationError(f"client_policy has unknown fields: {e}", parameter="client_policy") from e
     _check(1 <= pol.max_reports_per_window <= pol.max_reports_per_day,
            "client_policy needs 1 <= max_reports_per_window <= max_reports_per_day", "client_policy")
     _check(isinstance(retention_days, int) and retention_days >= 1, "retention_days must be >= 1", "retention_days")

@@ -135,6 +135,8 @@ analyzer_ledger = Table(
     Column("eps_central", Float, nullable=False),
     Column("delta", Float, nullable=False),
     Column("statement", Text, nullable=False),
+    # migration 0003: JSON list of the client windows of the batch's valid reports (NULL before 0003)
+    Column("client_windows", Text, nullable=True),
 )
 analyzer_queries = Table(
     "analyzer_queries", metadata,

@@ -171,10 +171,6 @@ class Protocol(ABC):
         raise NotImplementedError(f"{type(self).__name__} states no closed-form variance")
 
     # --- helpers ----------------------------------------------------------------------
-    def _check_n_matches(self, n: int) -> int:
-        n = check_positive_int(n, "n")
-        return n
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}(epsilon={self.epsilon:g}, delta={self.delta:g}, n={self.n})"
 

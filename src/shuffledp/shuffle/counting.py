@@ -150,7 +150,9 @@ class CntRR(Protocol):
         else:
             from ..accounting.shuffle import local_epsilon_for
 
-            e0 = local_epsilon_for(eps, n_, dlt, method="clones", randomizer="binary_rr")
+            # aim a hair below the target: the round trip eps0 -> lambda -> eps_l and the forward
+            # bound's outward rounding otherwise state eps = target * (1 + 1e-10) at n = 4000
+            e0 = local_epsilon_for(eps * (1.0 - 1e-9), n_, dlt, method="clones", randomizer="binary_rr")
             lam = n_ * 2.0 / (math.exp(e0) + 1.0)
         if not (0.0 < lam < n_):
             raise OutOfDomainError(f"cnt_rr: calibrated lambda = {lam:.6g} is outside (0, n={n_})", parameter="epsilon")
@@ -412,7 +414,8 @@ class CntSGM(Protocol):
     would leak (see the spec's warning), the sum-only channel is what the reconstruction needs.
     sigma is chosen so that the extra delta is at most ``delta``.
     Variance (all honest): ``2 (1/gamma) alpha / (1 - alpha)^2``. No local DP.
-    Cost: m = O(1 + sigma / log n) messages of log2 q bits per user; O(n m) encode/aggregate;
+    Split-and-mix is sized for, and its sigma evaluated among, the floor(gamma n) honest parties.
+    Cost: m = O(1 + sigma / log(gamma n)) messages of log2 q bits per user; O(n m) encode/aggregate;
     O(1) exact simulation (sum of all shares = c + NB(1/gamma) - NB(1/gamma) mod q).
     """
 
@@ -441,7 +444,13 @@ class CntSGM(Protocol):
         self.modulus = 1 << max(2, math.ceil(math.log2(2.0 * (self.n + tau + 1.0))))
         if self.modulus > 1 << 62:
             raise ValidationError("cnt_sgm: modulus would exceed 2^62; n is too large", parameter="n")
-        self.n_messages = split_and_mix_messages(self.n, math.log2(self.modulus), self.sigma)
+        #: honest parties the robust guarantee may rely on: split-and-mix is sized (and its
+        #: security sigma evaluated) among floor(gamma n) parties, not n
+        self.honest_parties = math.floor(self.gamma * self.n)
+        if self.honest_parties < 3:
+            raise ValidationError(f"cnt_sgm needs floor(gamma * n) >= 3 honest parties for split-and-mix, "
+                                  f"got {self.honest_parties}", parameter="gamma")
+        self.n_messages = split_and_mix_messages(self.honest_parties, math.log2(self.modulus), self.sigma)
         self._sm = SplitAndMix(self.modulus, self.n_messages)
 
     def encode(self, values: Any, rng: np.random.Generator) -> Messages:
@@ -485,8 +494,10 @@ class CntSGM(Protocol):
         honest_needed = self.gamma * self.n
         if n < honest_needed or n < 3:
             return PrivacyStatement(math.inf, 0.0, "shuffle", note=f"cnt_sgm: fewer than gamma*n users at n={n}")
-        # security of m shares among n parties (BBGN CCS'20 bound solved for sigma)
-        sigma = split_and_mix_sigma_at(self.n_messages, n, self.modulus, self.sigma, self.n)
+        # security of m shares among the floor(gamma self.n) honest parties the robust guarantee
+        # assumes (BBGN CCS'20 bound solved for sigma), whatever the batch size n
+        sigma = split_and_mix_sigma_at(self.n_messages, self.honest_parties, self.modulus, self.sigma,
+                                       self.honest_parties)
         if sigma <= 0:
             return PrivacyStatement(math.inf, 0.0, "shuffle", note=f"cnt_sgm: split-and-mix insecure at n={n}")
         extra = split_and_mix_delta(self.epsilon, sigma)

@@ -48,9 +48,20 @@ def protocol_class(name: str) -> type[Protocol]:
     return table[key]
 
 
-def protocol(name: str, epsilon: float, delta: float = 1e-6, n: int = 10**6, **params: Any) -> Protocol:
-    """Build protocol ``name`` achieving central (epsilon, delta)-DP for ``n`` users."""
-    return protocol_class(name)(epsilon=epsilon, delta=delta, n=n, **params)
+def protocol(name: str, epsilon: float, delta: float = 1e-6, n: int | None = None, **params: Any) -> Protocol:
+    """Build protocol ``name`` achieving central (epsilon, delta)-DP for ``n`` users.
+
+    ``n`` is required for shuffle-model protocols: their calibration (amplification by
+    shuffling, noise spread over the other users) depends on it, and a silent default would
+    promise a guarantee that a smaller batch does not get. Local and central baselines, whose
+    guarantee does not depend on ``n``, may omit it.
+    """
+    cls = protocol_class(name)
+    if n is None:
+        if cls.model == "shuffle":
+            raise ValidationError(f"protocol {name!r} is calibrated for a number of users: pass n=", parameter="n")
+        return cls(epsilon=epsilon, delta=delta, **params)
+    return cls(epsilon=epsilon, delta=delta, n=n, **params)
 
 
 def available_protocols() -> list[str]:

@@ -704,7 +704,8 @@ class RSumDSG(_SumProtocol):
     Error (all honest): ``Var = [sum_i r_i (1 - r_i) + 2 R alpha/(1 - alpha)^2] / p^2``, R = 1/gamma;
     with p = ceil(sqrt(n)) about 1/4 + 2/(gamma eps^2), independent of n.
     q: a power of two > 2 (n p + tau), tau the (1 - wrap_probability) quantile of |noise|.
-    Cost: m = max(3, ceil((2 sigma + log2 q)/(log2 n - log2 e) + 1)) messages of log2 q bits;
+    Cost: m = max(3, ceil((2 sigma + log2 q)/(log2 h - log2 e) + 1)) messages of log2 q bits,
+    h = floor(gamma n) honest parties (split-and-mix must be secure among the honest users alone);
     O(n m) encode/aggregate; simulation O(n) rounding + O(1).
     """
 
@@ -731,7 +732,13 @@ class RSumDSG(_SumProtocol):
         self.modulus = 1 << max(2, math.ceil(math.log2(2.0 * (self.n * p + tau + 1.0))))
         if self.modulus > 1 << 62:
             raise ValidationError("rsum_dsg: modulus would exceed 2^62; lower the precision", parameter="precision")
-        self.n_messages = split_and_mix_messages(self.n, math.log2(self.modulus), self.sigma)
+        #: honest parties the (robust) guarantee may rely on: split-and-mix is sized (and its
+        #: security sigma evaluated) among floor(gamma n) parties, not n
+        self.honest_parties = math.floor(self.gamma * self.n)
+        if self.honest_parties < 3:
+            raise ValidationError(f"rsum_dsg needs floor(gamma * n) >= 3 honest parties for split-and-mix, "
+                                  f"got {self.honest_parties}", parameter="gamma")
+        self.n_messages = split_and_mix_messages(self.honest_parties, math.log2(self.modulus), self.sigma)
         self._sm = SplitAndMix(self.modulus, self.n_messages)
 
     @property
@@ -783,7 +790,9 @@ class RSumDSG(_SumProtocol):
         honest_needed = self.gamma * self.n
         if n < honest_needed or n < 3:
             return PrivacyStatement(math.inf, 0.0, "shuffle", note=f"rsum_dsg: fewer than gamma*n users at n={n}")
-        sigma = split_and_mix_sigma_at(self.n_messages, n, self.modulus, self.sigma, self.n)
+        # security among the floor(gamma self.n) honest parties the guarantee assumes
+        sigma = split_and_mix_sigma_at(self.n_messages, self.honest_parties, self.modulus, self.sigma,
+                                       self.honest_parties)
         extra = split_and_mix_delta(self.epsilon, sigma) if sigma > 0 else 1.0
         if extra >= 1.0:
             return PrivacyStatement(math.inf, 0.0, "shuffle", note=f"rsum_dsg: split-and-mix insecure at n={n}")
