@@ -108,6 +108,11 @@ def encode_reports(cfg: TaskConfig, values: Any, now: float, rng: None = None, m
 
     Each row is one client's report: the mechanism's eps-LDP output, a fresh 16-byte random
     report id, and the client time truncated to ``time_precision``.
+
+    For encoding **many simulated clients in one process** (the demo, benchmarks): one OS-seeded
+    generator covers the whole call, and PCG64 is not a CSPRNG, so an observer of all these reports
+    could in principle learn its state. A real client encodes through :class:`ShuffleDPClient`,
+    which draws a fresh OS-seeded generator for every report.
     """
     mech = mech or cfg.mechanism_object()
     rng = as_generator(rng, production=True)  # OS-seeded; a seed or generator is refused
