@@ -30,14 +30,22 @@ from ..local.keyvalue import HISKV, RapporHarmony, keyvalue_mechanism
 from .kvdata import dataset_spec, generate
 from .kvsim import SortedPairs, sampling_counts_padding
 
-__all__ = ["KeyValueExperimentConfig", "run_keyvalue_experiment", "MECHANISMS", "EPSILONS", "TOPS"]
+__all__ = ["KeyValueExperimentConfig", "run_keyvalue_experiment", "MECHANISMS", "EPSILONS", "TOPS", "figure_cells",
+           "figure_rows", "most_accurate_claim"]
 
-MECHANISMS = ["hiskv", "hiskv-amp", "pckv-grr", "pckv-ue", "privkv", "kvoh", "kvue", "ldpkv", "rappor-harmony"]
-LABELS = {"hiskv": "HISKV", "hiskv-amp": "HISKV-amp (ours)", "pckv-grr": "PCKV-GRR", "pckv-ue": "PCKV-UE", "privkv": "PrivKV", "kvoh": "KVOH",
+MECHANISMS = ["hiskv", "hiskv-amp", "hiskv-bestc", "pckv-grr", "pckv-ue", "privkv", "kvoh", "kvue", "ldpkv", "rappor-harmony"]
+LABELS = {"hiskv": "HISKV", "hiskv-amp": "HISKV-amp (ours)", "hiskv-bestc": "HISKV (best c for freq.)", "pckv-grr": "PCKV-GRR", "pckv-ue": "PCKV-UE", "privkv": "PrivKV", "kvoh": "KVOH",
           "kvue": "KVUE", "ldpkv": "LDPKV-approx", "rappor-harmony": "RAPPOR+Harmony"}
 EPSILONS = [0.1, 0.2, 0.4, 0.8, 1.6, 3.2]
 TOPS = [10, 20, 30, 40, 50]
 DATASET_ORDER = ["talkingdata", "jdata", "gauss", "lnr"]
+#: the HISKV variants whose claims are checked against the baselines (the other mechanisms)
+HISKV_VARIANTS = ("hiskv", "hiskv-amp", "hiskv-bestc")
+#: public design point for HISKV.best_c (a fixed constant, never the data's f or m: choosing c from the
+#: data would leak). With weight_mean = 0 best_c minimises Var[f̂] only, i.e. the c most favourable to
+#: HISKV in the frequency and relative-error figures; with best_c's default equal weights it returns
+#: c = 1 (the plain "HISKV" series) at every eps, d and ell we use.
+BESTC_DESIGN = {"f": 0.1, "m": 0.0, "weight_frequency": 1.0, "weight_mean": 0.0}
 
 
 @dataclass
@@ -106,14 +114,22 @@ def _dataset_rows(name: str, cfg: KeyValueExperimentConfig, progress, task) -> t
             H[eps][r], ells[eps][r] = cache[ell], ell
         progress.advance(task)
     rows = []
+    bestc = {eps: np.zeros(R) for eps in cfg.epsilons}
     for eps in cfg.epsilons:
         for mech_name in MECHANISMS:
-            if mech_name in ("hiskv", "hiskv-amp"):
+            if mech_name in HISKV_VARIANTS:
                 f_hat = np.zeros((R, d))
                 m_hat = np.zeros((R, d))
                 for ell in np.unique(ells[eps]):  # a few distinct fitted ell values
                     idx = np.flatnonzero(ells[eps] == ell)
-                    mech = HISKV(eps, d, ell=int(ell), c=min(cfg.hiskv_c, math.exp(eps) * 0.999), beta=cfg.beta,
+                    if mech_name == "hiskv-bestc":
+                        # c from public parameters only: eps, d, the OETL-fitted ell (post-processing of
+                        # the eps-LDP OETL reports), the public n' = (1 - beta) n and a fixed design point
+                        c = HISKV.best_c(eps, d, int(ell), max(1, round((1 - cfg.beta) * n)), **BESTC_DESIGN)
+                        bestc[eps][idx] = c
+                    else:
+                        c = min(cfg.hiskv_c, math.exp(eps) * 0.999)
+                    mech = HISKV(eps, d, ell=int(ell), c=c, beta=cfg.beta,
                                  max_length=L, amplify=mech_name == "hiskv-amp")
                     st = mech.simulate_statistic(H[eps][idx], rng).reshape(idx.size, -1, 2)
                     pe = mech.point_estimates(st[:, :d, 0], st[:, :d, 1], H[eps][idx, d, 0])
@@ -140,7 +156,8 @@ def _dataset_rows(name: str, cfg: KeyValueExperimentConfig, progress, task) -> t
                 rows.append({"dataset": name, "mechanism": mech_name, "epsilon": eps, "top_n": N, "mse_frequency": mf,
                              "mse_mean": mm, "relative_error": re, "runs": R, "n": n, "d": d, "ell": ell_used})
     info = {"label": spec.label, "n": n, "d": d, "mean_len": float(lens.mean()), "p90_len": ell_pckv,
-            "hiskv_ell": {eps: float(ells[eps].mean()) for eps in cfg.epsilons}}
+            "hiskv_ell": {eps: float(ells[eps].mean()) for eps in cfg.epsilons},
+            "hiskv_bestc": {eps: float(bestc[eps].mean()) for eps in cfg.epsilons}}
     return rows, info
 
 
@@ -158,6 +175,23 @@ def _lookup(rows, ds, mech, eps, N, key):
     return float("nan")
 
 
+def figure_cells(fig_id: str, cfg: KeyValueExperimentConfig) -> list[tuple[float, int]]:
+    """The (eps, top-N) points a figure plots: the MSE figures show top-50 against eps, the
+    relative-error figure shows top-10..top-50 at ``cfg.re_epsilon``. Plots, figure CSVs and the
+    claim verdicts about a figure all use exactly these points."""
+    if fig_id == "fig_relative_error_topn":
+        return [(cfg.re_epsilon, N) for N in TOPS]
+    if fig_id in ("fig_mse_frequency", "fig_mse_mean"):
+        return [(e, 50) for e in cfg.epsilons]
+    raise ValueError(f"unknown figure {fig_id!r}")
+
+
+def figure_rows(rows: list[dict], fig_id: str, cfg: KeyValueExperimentConfig) -> list[dict]:
+    """The result rows a figure shows (its CSV)."""
+    cells = set(figure_cells(fig_id, cfg))
+    return [r for r in rows if (r["epsilon"], r["top_n"]) in cells and r["dataset"] in cfg.datasets]
+
+
 def _plots(rows: list[dict], cfg: KeyValueExperimentConfig, infos: dict) -> list[str]:
     import matplotlib
 
@@ -167,10 +201,12 @@ def _plots(rows: list[dict], cfg: KeyValueExperimentConfig, infos: dict) -> list
     files = []
     for fig_id, key, ylabel in (("fig_mse_frequency", "mse_frequency", "MSE of frequencies (top-50 keys)"),
                                 ("fig_mse_mean", "mse_mean", "MSE of means (top-50 keys)")):
+        frows = figure_rows(rows, fig_id, cfg)
+        cells = figure_cells(fig_id, cfg)
         fig, axes = plt.subplots(1, len(cfg.datasets), figsize=(4.2 * len(cfg.datasets), 3.6), squeeze=False)
         for ax, ds in zip(axes[0], cfg.datasets):
             for mech in MECHANISMS:
-                ax.plot(cfg.epsilons, [_lookup(rows, ds, mech, e, 50, key) for e in cfg.epsilons], marker="o",
+                ax.plot([e for e, _ in cells], [_lookup(frows, ds, mech, e, N, key) for e, N in cells], marker="o",
                         label=LABELS[mech])
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
@@ -182,13 +218,15 @@ def _plots(rows: list[dict], cfg: KeyValueExperimentConfig, infos: dict) -> list
         fig.savefig(cfg.outdir / f"{fig_id}.png", dpi=110)
         plt.close(fig)
         _write_csv(cfg.outdir / f"{fig_id}.csv", [{k: r[k] for k in ("dataset", "mechanism", "epsilon", key, "runs")}
-                                                  for r in rows if r["top_n"] == 50])
+                                                  for r in frows])
         files.append(fig_id)
+    frows = figure_rows(rows, "fig_relative_error_topn", cfg)
+    cells = figure_cells("fig_relative_error_topn", cfg)
     fig, axes = plt.subplots(1, len(cfg.datasets), figsize=(4.2 * len(cfg.datasets), 3.6), squeeze=False)
     for ax, ds in zip(axes[0], cfg.datasets):
         for mech in MECHANISMS:
-            ax.plot(TOPS, [_lookup(rows, ds, mech, cfg.re_epsilon, N, "relative_error") for N in TOPS], marker="o",
-                    label=LABELS[mech])
+            ax.plot([N for _, N in cells], [_lookup(frows, ds, mech, e, N, "relative_error") for e, N in cells],
+                    marker="o", label=LABELS[mech])
         ax.set_yscale("log")
         ax.set_xlabel("top-N keys")
         ax.set_title(infos[ds]["label"], fontsize=9)
@@ -198,9 +236,39 @@ def _plots(rows: list[dict], cfg: KeyValueExperimentConfig, infos: dict) -> list
     fig.savefig(cfg.outdir / "fig_relative_error_topn.png", dpi=110)
     plt.close(fig)
     _write_csv(cfg.outdir / "fig_relative_error_topn.csv",
-               [{k: r[k] for k in ("dataset", "mechanism", "epsilon", "top_n", "relative_error", "runs")} for r in rows])
+               [{k: r[k] for k in ("dataset", "mechanism", "epsilon", "top_n", "relative_error", "runs")} for r in frows])
     files.append("fig_relative_error_topn")
     return files
+
+
+def most_accurate_claim(frows: list[dict], fig_id: str, key: str, hv: str, cfg: KeyValueExperimentConfig) -> str:
+    """Verdict on "HISKV is the most accurate mechanism" for one figure, computed on exactly the
+    figure's points (``figure_cells``): per (dataset, plotted point), is ``hv`` the lowest among
+    itself and the baselines (the non-HISKV mechanisms)? ``frows`` must be the figure's rows."""
+    cells = figure_cells(fig_id, cfg)
+    others = [mch for mch in MECHANISMS if mch not in HISKV_VARIANTS]
+    best, total, losses = 0, 0, []
+    for ds in cfg.datasets:
+        for eps, N in cells:
+            vals = {mch: _lookup(frows, ds, mch, eps, N, key) for mch in others + [hv]}
+            if any(math.isnan(v) for v in vals.values()):
+                raise ValueError(f"{fig_id}: missing value for {ds} eps={eps:g} top-{N}")
+            winner = min(vals, key=vals.get)
+            total += 1
+            best += winner == hv
+            if winner != hv:
+                losses.append(f"{ds} eps={eps:g} top-{N}: best {LABELS[winner]} "
+                              f"({vals[hv] / vals[winner]:.2f}× lower than {LABELS[hv]})")
+    v = "supported" if best == total else ("partly supported" if best > 0 else "NOT supported")
+    if fig_id == "fig_relative_error_topn":
+        where = f"top-{cells[0][1]}..top-{cells[-1][1]} at eps={cells[0][0]:g}"
+        unit = "(dataset, top-N)"
+    else:
+        where = f"top-{cells[0][1]}, eps={cells[0][0]:g}..{cells[-1][0]:g}"
+        unit = "(dataset, eps)"
+    return (f"Paper: HISKV is the most accurate mechanism. Ours ({key}, {where}, as plotted): {LABELS[hv]} best "
+            f"among {LABELS[hv]} and the baselines in {best}/{total} {unit} cells → {v}."
+            + (" Exceptions: " + "; ".join(losses[:6]) + (" …" if len(losses) > 6 else "") if losses else ""))
 
 
 def _claims(rows: list[dict], cfg: KeyValueExperimentConfig) -> dict[str, list[str]]:
@@ -214,7 +282,7 @@ def _claims(rows: list[dict], cfg: KeyValueExperimentConfig) -> dict[str, list[s
             return "NOT supported"
         return "supported" if claimed / 2 <= ratio <= claimed * 2 else "direction supported, size differs"
 
-    for hv in ("hiskv", "hiskv-amp"):
+    for hv in HISKV_VARIANTS:
         for other, claimed in (("pckv-grr", 4.0), ("privkv", 3.0), ("kvoh", 3.0)):
             ratio = _lookup(rows, ds0, other, eps_c, 50, "mse_frequency") / _lookup(rows, ds0, hv, eps_c, 50,
                                                                                       "mse_frequency")
@@ -244,27 +312,15 @@ def _claims(rows: list[dict], cfg: KeyValueExperimentConfig) -> dict[str, list[s
                 + ("supported" if wins == len(cells) else "partly supported" if wins else "NOT supported") + ".")
     for fig_id, key in (("fig_mse_frequency", "mse_frequency"), ("fig_mse_mean", "mse_mean"),
                         ("fig_relative_error_topn", "relative_error")):
-        for hv in ("hiskv", "hiskv-amp"):
-            others = [mch for mch in MECHANISMS if mch not in ("hiskv", "hiskv-amp")]
-            best, total, losses = 0, 0, []
-            for ds in cfg.datasets:
-                for eps in cfg.epsilons:
-                    vals = {mch: _lookup(rows, ds, mch, eps, 50, key) for mch in others + [hv]}
-                    winner = min(vals, key=vals.get)
-                    total += 1
-                    best += winner == hv
-                    if winner != hv:
-                        losses.append(f"{ds} eps={eps:g}: best {LABELS[winner]} "
-                                      f"({vals[hv] / vals[winner]:.2f}× lower than {LABELS[hv]})")
-            v = "supported" if best == total else ("partly supported" if best > 0 else "NOT supported")
-            out[fig_id].append(
-                f"Paper: HISKV is the most accurate mechanism. Ours ({key}, top-50): {LABELS[hv]} best among "
-                f"{LABELS[hv]} and the baselines in {best}/{total} (dataset, eps) cells → {v}."
-                + (" Exceptions: " + "; ".join(losses[:6]) + (" …" if len(losses) > 6 else "") if losses else ""))
+        frows = figure_rows(rows, fig_id, cfg)
+        for hv in HISKV_VARIANTS:
+            out[fig_id].append(most_accurate_claim(frows, fig_id, key, hv, cfg))
+        if fig_id == "fig_relative_error_topn":
+            continue  # this figure does not vary eps
         mono, cnt = 0, 0
         for ds in cfg.datasets:
             for mch in MECHANISMS:
-                series = [_lookup(rows, ds, mch, e, 50, key) for e in cfg.epsilons]
+                series = [_lookup(frows, ds, mch, e, N, key) for e, N in figure_cells(fig_id, cfg)]
                 cnt += 1
                 mono += all(b <= a * 1.05 for a, b in zip(series, series[1:]))
         out[fig_id].append(f"Errors fall as eps grows: {mono}/{cnt} (dataset, mechanism) curves non-increasing "
@@ -292,6 +348,8 @@ def _report(rows, cfg, infos, claims, files, elapsed) -> Path:
     h = ["<html><head><meta charset='utf-8'><title>Key-value LDP: reproduction of seed 004</title></head><body>",
          "<h1>Key-value LDP — reproduction of seed 004 (HISKV) experiments</h1>",
          f"<p>{cfg.runs} runs per point; eps ∈ {cfg.epsilons}; beta = {cfg.beta}; HISKV c = {cfg.hiskv_c}; "
+         f"HISKV (best c for freq.): c = HISKV.best_c(eps, d, OETL's ell, (1 - beta) n, {BESTC_DESIGN}) "
+         "(public parameters only; best_c's default equal weights give c = 1, i.e. the HISKV series); "
          f"seed {cfg.seed}; wall time {elapsed:.0f} s. Errors use clipped frequencies and the mechanisms' "
          "corrected means. Method: exact per-user sampling stage + exact per-key perturbation law "
          "(see <code>shuffledp.experiments.keyvalue</code>).</p>",
@@ -309,7 +367,9 @@ def _report(rows, cfg, infos, claims, files, elapsed) -> Path:
         i = infos[ds]
         h.append(f"<li>{html.escape(i['label'])}: n = {i['n']:,}, d = {i['d']}, mean pairs/user "
                  f"{i['mean_len']:.2f}, 90th percentile {i['p90_len']}; HISKV's OETL ell (mean over runs) "
-                 + ", ".join(f"eps={e:g}: {v:.1f}" for e, v in i["hiskv_ell"].items()) + "</li>")
+                 + ", ".join(f"eps={e:g}: {v:.1f}" for e, v in i["hiskv_ell"].items())
+                 + "; best-c series' c (mean over runs) "
+                 + ", ".join(f"eps={e:g}: {v:.2f}" for e, v in i["hiskv_bestc"].items()) + "</li>")
     h.append("</ul>")
     for fid in files:
         h.append(f"<h2>{fid}</h2><img src='{fid}.png' style='max-width:100%'><ul>")
