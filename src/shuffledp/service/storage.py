@@ -7,7 +7,12 @@ of failing on lock upgrades. PostgreSQL by URL (``postgresql+psycopg://...``), R
 with unique constraints for idempotency.
 
 No table has an autoincrement key or a wall-clock arrival column: shuffler rows are keyed by
-the SHA-256 of the envelope, and the only time information is the window index.
+the SHA-256 of the envelope, and the only time information is the window index. On SQLite
+``shuffler_pending`` is a ``WITHOUT ROWID`` table (migration 0004): an ordinary table keeps an
+implicit ``rowid`` that grows in insertion order, i.e. the arrival order of every pending report;
+without it rows are stored and scanned in primary-key order (task id, envelope digest), a hash
+unrelated to arrival. PostgreSQL heap tuples still carry their insertion order (``ctid``, ``xmin``):
+see docs/services.md, "Metadata".
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ shuffler_pending = Table(
     Column("envelope", LargeBinary, nullable=False),
     PrimaryKeyConstraint("task_id", "envelope_digest"),
     Index("ix_pending_group", "task_id", "crowd_id", "window"),
+    sqlite_with_rowid=False,   # no implicit rowid = no arrival order at rest (migration 0004)
 )
 shuffler_batches = Table(
     "shuffler_batches", metadata,
