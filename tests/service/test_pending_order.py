@@ -220,3 +220,12 @@ def test_pending_rows_are_stored_in_key_order_not_upload_order(tmp_path, kind):
         finally:
             st.http.close()
             st.engine.dispose()
+
+
+def test_sqlite_connections_overwrite_deleted_rows(tmp_path):
+    """Released or expired reports must not linger in free pages (builds differ in the default)."""
+    from shuffledp.service.storage import make_engine
+
+    eng = make_engine(f"sqlite:///{tmp_path / 'x.db'}")
+    with eng.connect() as c:
+        assert c.exec_driver_sql("PRAGMA secure_delete").scalar() == 1

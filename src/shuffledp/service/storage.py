@@ -166,6 +166,8 @@ def make_engine(url: str) -> Engine:
             cur.execute("PRAGMA synchronous=FULL")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.execute("PRAGMA busy_timeout=30000")
+            # deleted rows (released/expired reports) are overwritten, not left in free pages
+            cur.execute("PRAGMA secure_delete=ON")
             cur.close()
 
         @event.listens_for(eng, "begin")
