@@ -38,18 +38,11 @@ COLS = ("task_id", "envelope_digest", "crowd_id", "window", "envelope")
 
 
 def _alembic_cfg(conn) -> Config:
-    here = Path(storage.__file__).parent / "migrations"
-    cfg = Config(str(here / "alembic.ini"))
-    cfg.set_main_option("script_location", str(here))
-    cfg.attributes["connection"] = conn
-    return cfg
+    return storage.alembic_config(conn)
 
 
 def _head() -> str:
-    here = Path(storage.__file__).parent / "migrations"
-    cfg = Config(str(here / "alembic.ini"))
-    cfg.set_main_option("script_location", str(here))
-    return ScriptDirectory.from_config(cfg).get_current_head()
+    return ScriptDirectory.from_config(storage.alembic_config()).get_current_head()
 
 
 def _migrate(eng, rev: str, down: bool = False) -> None:

@@ -185,26 +185,19 @@ def test_delayed_reports_in_a_later_labelled_batch_are_charged_to_their_own_wind
 
 
 def test_migration_0003_keeps_old_ledger_rows_and_assumes_their_widest_span(urls):  # noqa: F811
-    from pathlib import Path
-
     from alembic import command
-    from alembic.config import Config
 
-    import shuffledp.service.storage as storage
+    from shuffledp.service.storage import alembic_config, upgrade
     eng = make_engine(urls[1])
-    here = Path(storage.__file__).parent / "migrations"
-    acfg = Config(str(here / "alembic.ini"))
-    acfg.set_main_option("script_location", str(here))
     with eng.begin() as conn:
-        acfg.attributes["connection"] = conn
-        command.upgrade(acfg, "0002")
+        command.upgrade(alembic_config(conn), "0002")
         conn.exec_driver_sql(
             "INSERT INTO analyzer_ledger (batch_id, task_id, \"window\", crowd_id, n_released, n_valid, eps_local, "
             "eps_central, delta, statement) VALUES (%s)" % ", ".join(["?"] * 10) if eng.dialect.name == "sqlite"
             else "INSERT INTO analyzer_ledger (batch_id, task_id, \"window\", crowd_id, n_released, n_valid, "
                  "eps_local, eps_central, delta, statement) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             (b"b" * 32, b"t" * 32, 500, b"", 400, 400, 2.0, 0.9, 1e-6, "old"))
-    storage.upgrade(eng)
+    upgrade(eng)
     with eng.connect() as conn:
         row = conn.execute(select(analyzer_ledger)).one()
         ver = conn.exec_driver_sql("SELECT version_num FROM shuffledp_alembic_version").scalar_one()

@@ -259,16 +259,9 @@ def test_migration_0002_upgrades_a_0001_database(urls):
     from shuffledp.service.storage import upgrade
     url = urls[1]
     eng = make_engine(url)
-    from pathlib import Path
-
-    from alembic.config import Config
-    import shuffledp.service.storage as storage
-    here = Path(storage.__file__).parent / "migrations"
-    cfg = Config(str(here / "alembic.ini"))
-    cfg.set_main_option("script_location", str(here))
+    from shuffledp.service.storage import alembic_config
     with eng.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0001")
+        command.upgrade(alembic_config(conn), "0001")
     with eng.begin() as conn:
         conn.execute(analyzer_report_ids.insert().values(task_id=b"t" * 32, report_id=b"r" * 16, batch_id=b"b" * 32))
     upgrade(eng)
@@ -276,7 +269,7 @@ def test_migration_0002_upgrades_a_0001_database(urls):
         assert conn.execute(select(func.count()).select_from(analyzer_report_ids)).scalar_one() == 1
         ver = conn.exec_driver_sql("SELECT version_num FROM shuffledp_alembic_version").scalar_one()
     from alembic.script import ScriptDirectory
-    assert ver == ScriptDirectory.from_config(cfg).get_current_head()  # 0002 and every later revision
+    assert ver == ScriptDirectory.from_config(alembic_config()).get_current_head()  # 0002 and every later revision
     eng.dispose()
 
 

@@ -18,6 +18,7 @@ see docs/services.md, "Metadata".
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import (BigInteger, Column, Float, Index, Integer, LargeBinary, MetaData, PrimaryKeyConstraint,
                         String, Table, Text, create_engine, event)
@@ -180,17 +181,24 @@ def make_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True)
 
 
-def upgrade(engine: Engine) -> None:
-    """Apply the packaged Alembic migrations up to head."""
-    from alembic import command
+def alembic_config(connection: Any = None) -> Any:
+    """The packaged migrations' Alembic ``Config`` (bound to ``connection`` when given)."""
     from alembic.config import Config
 
     here = Path(__file__).parent / "migrations"
     cfg = Config(str(here / "alembic.ini"))
     cfg.set_main_option("script_location", str(here))
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    return cfg
+
+
+def upgrade(engine: Engine) -> None:
+    """Apply the packaged Alembic migrations up to head."""
+    from alembic import command
+
     with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
+        command.upgrade(alembic_config(conn), "head")
 
 
 def insert_ignore(engine: Engine, table: Table):
