@@ -62,7 +62,7 @@ from ..core.errors import ValidationError
 from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement, round_up
 from ..core.validation import check_int_values, check_positive_int
-from .base import DEFAULT_CHUNK, FrequencyOracle, Reports
+from .base import DEFAULT_CHUNK, FrequencyOracle, Reports, check_n
 from .bits import dyadic
 from .packed import bernoulli_packed_lazy
 from .hadamard import fwht
@@ -317,11 +317,6 @@ class _CountMeanSketchBase(FrequencyOracle):
     def _query(self, statistic: np.ndarray, n: int) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def _check_n(self, n: Any) -> int:
-        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n <= 0:
-            raise ValidationError(f"n must be an integer >= 1, got {n!r}", parameter="n")
-        return int(n)
-
     def estimate(self, statistic: np.ndarray, n: int) -> Estimate:
         """Unbiased fractions ``m/(m-1) (T(x) - n/m) / n`` for every item (seed 002 section 2.2),
         or ``Pi^{-1} T / n`` with ``debias="exact"``.
@@ -329,7 +324,7 @@ class _CountMeanSketchBase(FrequencyOracle):
         ``stderr`` is the closed-form standard deviation at the estimates clipped to [0, 1]
         (``S2``, or the counts of the exact formula, from the clipped estimates).
         """
-        n = self._check_n(n)
+        n = check_n(n)
         T = self._query(statistic, n)
         extra = {"k": self.k, "m": self.m, "hash_seed": self.hash_seed, "debias": self.debias}
         if self.debias == "exact":
@@ -355,7 +350,7 @@ class _CountMeanSketchBase(FrequencyOracle):
         With ``debias="exact"``: the exact variance given this family, averaged over items, when the
         item holds ``n f`` users and the others are spread evenly (``sum_sq`` is not used).
         """
-        n = self._check_n(n)
+        n = check_n(n)
         if self.debias == "exact":
             return self._exact_variance_uniform_rest(n, f)
         if sum_sq is None:
@@ -365,7 +360,7 @@ class _CountMeanSketchBase(FrequencyOracle):
     def variances(self, n: int, freqs: Any) -> np.ndarray:
         """Variance of every item's fraction estimate for the true distribution ``freqs``
         (over the family; given the family with ``debias="exact"``)."""
-        n = self._check_n(n)
+        n = check_n(n)
         fr = np.asarray(freqs, dtype=np.float64)
         if fr.shape != (self.d,):
             raise ValidationError(f"freqs must have shape ({self.d},), got {fr.shape}", parameter="freqs")
@@ -538,13 +533,6 @@ class CountMeanSketch(_CountMeanSketchBase):
         out[:, :self.m] = grouped_bit_sums(reports["bits"], j, self.k, self.m)
         out[:, self.m] = np.bincount(j, minlength=self.k)
         return out
-
-    def _check_statistic(self, statistic: Any) -> np.ndarray:
-        stat = np.asarray(statistic)
-        if stat.shape != (self.k, self.m + 1):
-            raise ValidationError(f"statistic must have shape ({self.k}, {self.m + 1}), got {stat.shape}",
-                                  parameter="statistic")
-        return stat
 
     def _statistic_shape(self) -> tuple[int, ...]:
         return (self.k, self.m + 1)
@@ -719,12 +707,8 @@ class HadamardCountMeanSketch(_CountMeanSketchBase):
         tot = np.bincount(cell, minlength=self.k * self.m)
         return (2 * pos - tot).astype(np.int64).reshape(self.k, self.m)
 
-    def _check_statistic(self, statistic: Any) -> np.ndarray:
-        stat = np.asarray(statistic)
-        if stat.shape != (self.k, self.m):
-            raise ValidationError(f"statistic must have shape ({self.k}, {self.m}), got {stat.shape}",
-                                  parameter="statistic")
-        return stat
+    def _statistic_shape(self) -> tuple[int, ...]:
+        return (self.k, self.m)
 
     def _check_statistic_for(self, statistic: Any, n: int) -> np.ndarray:
         """Shape ``(k, m)`` of finite sign sums; every user adds +-1 to one cell, so sum |cell| <= n."""

@@ -211,12 +211,17 @@ class FrequencyOracle(LocalRandomizer):
         """Shape of :meth:`aggregate`'s output (default: one count per item)."""
         return (self.d,)
 
-    def _check_statistic_for(self, statistic: Any, n: int) -> np.ndarray:
-        """Shape and range of a statistic of ``n`` users (default: counts in [0, n], one per item)."""
+    def _check_statistic(self, statistic: Any) -> np.ndarray:
+        """A statistic of :meth:`_statistic_shape` (shape only)."""
         shape = self._statistic_shape()
         s = np.asarray(statistic)
         if s.shape != shape:
             raise ValidationError(f"statistic must have shape {shape}, got {s.shape}", parameter="statistic")
+        return s
+
+    def _check_statistic_for(self, statistic: Any, n: int) -> np.ndarray:
+        """Shape and range of a statistic of ``n`` users (default: counts in [0, n], one per item)."""
+        s = self._check_statistic(statistic)
         if s.dtype == np.bool_ or not (np.issubdtype(s.dtype, np.integer) or np.issubdtype(s.dtype, np.floating)):
             raise ValidationError(f"statistic must be numeric counts, got dtype {s.dtype}", parameter="statistic")
         if s.size and (not np.all(np.isfinite(s)) or s.min() < 0 or s.max() > n):

@@ -125,16 +125,8 @@ class HadamardResponse(FrequencyOracle):
     def _statistic_shape(self) -> tuple[int, ...]:
         return (self.K,)
 
-    def _check_statistic(self, statistic: Any) -> np.ndarray:
-        stat = np.asarray(statistic)
-        if stat.shape != (self.K,):
-            raise ValidationError(f"statistic must have shape ({self.K},), got {stat.shape}", parameter="statistic")
-        return stat
-
     def estimate(self, statistic: np.ndarray, n: int) -> Estimate:
         stat = self._check_statistic(statistic)
-        if n <= 0:
-            raise ValidationError(f"n must be >= 1, got {n}", parameter="n")
         W = fwht(stat.reshape(self.blocks, self.block_size).astype(np.int64), axis=1)
         # W[beta, s] = N(C) - N(block \ C) = 2 N_S - N_blk for row s of block beta.
         f = self.A * W[self._block, self._row] / (n * (self.e - 1))

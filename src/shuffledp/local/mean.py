@@ -40,7 +40,7 @@ from scipy.special import gammaln
 from ..core.errors import ValidationError
 from ..core.estimate import Estimate
 from ..core.validation import check_positive_int
-from .base import MeanOracle, Reports
+from .base import MeanOracle, Reports, check_n
 
 __all__ = [
     "DuchiMechanism",
@@ -53,10 +53,6 @@ __all__ = [
 
 #: Threshold eps* of Wang et al. (ICDE'19): HM mixes in PM only when eps > eps*.
 HM_EPSILON_STAR = 0.61
-
-
-def _check_n(n: Any) -> int:
-    return check_positive_int(n, "n")
 
 
 def _as_dim_vector(f: Any, dim: int, name: str = "f") -> np.ndarray:
@@ -116,7 +112,7 @@ class _SumMeanOracle(MeanOracle):
         return s.astype(np.float64)
 
     def estimate(self, statistic: np.ndarray, n: int) -> Estimate:
-        n = _check_n(n)
+        n = check_n(n)
         s = self.check_statistic(statistic)
         m = self._scale * s / n
         a, b = self._unit_variance_coefficients()
@@ -131,7 +127,7 @@ class _SumMeanOracle(MeanOracle):
         ``f`` may be a scalar or ``dim`` per-coordinate values; for a heterogeneous population
         pass the RMS value ``sqrt(mean t^2)`` (the per-user variance is ``a + b t^2``).
         """
-        n = _check_n(n)
+        n = check_n(n)
         scalar = np.ndim(f) == 0
         fv = _as_dim_vector(f, self.dim)
         a, b = self._unit_variance_coefficients()
