@@ -8,7 +8,8 @@
   batch window index.
 - Batcher (background thread, or ``POST /v1/admin/tick``): for every (task, crowd) it pools the
   pending rows of closed windows (carry-over allowed); if the pool holds at least
-  ``min_batch_size`` reports it is shuffled with a CSPRNG permutation (``secrets.SystemRandom``)
+  ``min_batch_size`` reports it is shuffled with a CSPRNG permutation
+  (:func:`shuffledp.shuffle.shuffler.csprng_permutation`, from ``os.urandom``)
   and turned into a batch in one transaction (batch row + items inserted, pending rows deleted);
   otherwise rows older than ``max_wait_windows`` windows are expired (deleted, counted).
 - Forwarder: ``PUT {analyzer}/v1/tasks/{t}/batches/{batch_id}`` with an HMAC-SHA256 request
@@ -40,6 +41,7 @@ import httpx
 from fastapi import FastAPI, Request
 from sqlalchemy import delete, func, select, update
 
+from ..shuffle.shuffler import csprng_permutation
 from .config import TaskConfig
 from .http_common import Problem, check_bearer, install_problem_handlers, sign_request
 from .storage import (insert_ignore, make_engine, shuffler_batch_items, shuffler_batches, shuffler_counters,
@@ -289,8 +291,7 @@ class ShufflerState:
                 elif self.drop_noise is not None:
                     drop = min(len(rows), max(0, int(self.drop_noise(len(rows)))))
                 if len(rows) - drop >= cfg.min_batch_size:
-                    rows = list(rows)
-                    self.rng.shuffle(rows)  # CSPRNG permutation
+                    rows = [rows[i] for i in csprng_permutation(len(rows))]  # the one CSPRNG permutation
                     dropped, kept = rows[:drop], rows[drop:]
                     envs = [r.envelope for r in kept]
                     window = max(r.window for r in kept)

@@ -55,8 +55,6 @@ def blanket_required(epsilon: float, delta: float) -> float:
 #: to twice, e.g. fragmenting's composition): eps ~ c^-1/2 drops by 5e-12 here. With 1e-12 the
 #: stated eps was target * (1 + 5e-13).
 _MARGIN = 1.0 + 1e-11
-#: relative slack below the target when a numeric amplification bound is inverted (see HistKR._calibrate)
-_NUMERIC_SLACK = 1.0 - 1e-9
 
 
 def blanket_epsilon(c: float, delta: float) -> float:
@@ -213,10 +211,8 @@ class HistKR(_PureOracleMixin, HistogramProtocol):
         """eps_l of the GRR whose shuffled reports meet the target under ``bound``."""
         n, d, eps, delta = self.n, self.d, self.epsilon, self.delta
         if bound != "closed_form":
-            # the numeric inverse (bisection, relative tolerance 1e-11) and the forward bound's own
-            # bisection disagree in the last digits: aim 1e-9 below the target so privacy(n) <= target
-            return local_epsilon_for(eps * _NUMERIC_SLACK, n, delta, method="blanket", bound=bound,
-                                     randomizer="krr", k=d)
+            # local_epsilon_for guarantees shuffle_amplification(eps_l, ...) <= eps, which is privacy(n)
+            return local_epsilon_for(eps, n, delta, method="blanket", bound=bound, randomizer="krr", k=d)
         if eps > 1.0:
             raise OutOfDomainError(f"hist_kr with bound='closed_form' (BBGN19 Thm 3.1) needs epsilon <= 1, got "
                                    f"{eps!r}; use bound='hoeffding', 'bennett' or 'best' for larger epsilon",
