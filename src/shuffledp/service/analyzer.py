@@ -207,10 +207,16 @@ def _ledger_windows(cfg: TaskConfig, r: Any) -> list[int]:
         return [int(w) for w in json.loads(cw)]
     if r.n_valid == 0:
         return []
+    lo, hi = client_windows(cfg, np.array(accepted_time_range(cfg, r.window)))
+    return list(range(int(lo), int(hi) + 1))
+
+
+def accepted_time_range(cfg: TaskConfig, window: int) -> tuple[int, int]:
+    """Client times (in ``time_precision`` units) a batch labelled ``window`` may hold: its window
+    and the ``max_wait_windows`` before it, widened by the tolerable clock skew."""
     tp, bw = cfg.time_precision, cfg.batch_window
-    lo = ((r.window - cfg.max_wait_windows) * bw - cfg.tolerable_clock_skew) // tp
-    hi = ((r.window + 1) * bw + cfg.tolerable_clock_skew) // tp
-    return list(range(int(lo // (bw // tp)), int(hi // (bw // tp)) + 1))
+    return (((window - cfg.max_wait_windows) * bw - cfg.tolerable_clock_skew) // tp,
+            ((window + 1) * bw + cfg.tolerable_clock_skew) // tp)
 
 
 def _validate_rows(mech: Any, reports: dict[str, np.ndarray]) -> np.ndarray:
@@ -275,9 +281,7 @@ def ingest_batch(state: AnalyzerState, task_id: bytes, bid: bytes, body: bytes) 
     rows = rows[version_ok]
     reports, ids, times = cfg.report_schema.decode(rows)
     # time: client time in time_precision units must fall in the windows this batch may cover
-    tp, bw = cfg.time_precision, cfg.batch_window
-    lo = ((b.window - cfg.max_wait_windows) * bw - cfg.tolerable_clock_skew) // tp
-    hi = ((b.window + 1) * bw + cfg.tolerable_clock_skew) // tp
+    lo, hi = accepted_time_range(cfg, b.window)
     in_win = (times >= lo) & (times <= hi)
     counts["out_of_window"] = int((~in_win).sum())
     mech = cfg.mechanism_object()
