@@ -29,10 +29,21 @@ __all__ = [
     "scalar_estimate",
     "BinaryRRRandomizer",
     "rr_flip_for_krr",
+    "split_and_mix_honest_parties",
 ]
 
 
 # ----------------------------------------------------------------------------- inputs
+
+def split_and_mix_honest_parties(gamma: float, n: int, name: str) -> int:
+    """``floor(gamma n)``: the honest parties a robust split-and-mix guarantee may rely on, so the
+    shares are sized (and their security evaluated) among them, not among all ``n`` users."""
+    h = math.floor(gamma * n)
+    if h < 3:
+        raise ValidationError(f"{name} needs floor(gamma * n) >= 3 honest parties for split-and-mix, got {h}",
+                              parameter="gamma")
+    return h
+
 
 def split_and_mix_sigma_at(n_messages: int, n: int, modulus: int, design_sigma: float, design_n: int) -> float:
     """Statistical security (bits) of split-and-mix with ``n_messages`` shares per user among ``n``

@@ -32,7 +32,7 @@ from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
 from ..core.validation import check_int_values, check_positive_int, check_real
 from ._common import (BinaryRRRandomizer, check_bits, check_statistic, scalar_estimate, shift_hockey_stick,
-                      split_and_mix_sigma_at)
+                      split_and_mix_honest_parties, split_and_mix_sigma_at)
 from .base import Messages, Protocol
 
 __all__ = ["CntRR", "Cnt2M", "CntBN", "CntSGM", "PROTOCOLS", "cheu_corollary47_epsilon", "cheu_lemma48_lambda"]
@@ -446,10 +446,7 @@ class CntSGM(Protocol):
             raise ValidationError("cnt_sgm: modulus would exceed 2^62; n is too large", parameter="n")
         #: honest parties the robust guarantee may rely on: split-and-mix is sized (and its
         #: security sigma evaluated) among floor(gamma n) parties, not n
-        self.honest_parties = math.floor(self.gamma * self.n)
-        if self.honest_parties < 3:
-            raise ValidationError(f"cnt_sgm needs floor(gamma * n) >= 3 honest parties for split-and-mix, "
-                                  f"got {self.honest_parties}", parameter="gamma")
+        self.honest_parties = split_and_mix_honest_parties(self.gamma, self.n, "cnt_sgm")
         self.n_messages = split_and_mix_messages(self.honest_parties, math.log2(self.modulus), self.sigma)
         self._sm = SplitAndMix(self.modulus, self.n_messages)
 

@@ -40,7 +40,8 @@ from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
 from ..core.validation import check_positive_int, check_real
 from ._common import (check_statistic, check_unit_values, krr_report_variance, krr_sum_given_levels,
-                      randomized_rounding, rounding_parts, scalar_estimate, split_and_mix_sigma_at)
+                      randomized_rounding, rounding_parts, scalar_estimate, split_and_mix_honest_parties,
+                      split_and_mix_sigma_at)
 from .base import Messages, Protocol, bits_for
 
 __all__ = ["RSumRR", "RSumKR", "RSumRM", "RSumDSG", "PROTOCOLS", "blanket_gamma"]
@@ -734,10 +735,7 @@ class RSumDSG(_SumProtocol):
             raise ValidationError("rsum_dsg: modulus would exceed 2^62; lower the precision", parameter="precision")
         #: honest parties the (robust) guarantee may rely on: split-and-mix is sized (and its
         #: security sigma evaluated) among floor(gamma n) parties, not n
-        self.honest_parties = math.floor(self.gamma * self.n)
-        if self.honest_parties < 3:
-            raise ValidationError(f"rsum_dsg needs floor(gamma * n) >= 3 honest parties for split-and-mix, "
-                                  f"got {self.honest_parties}", parameter="gamma")
+        self.honest_parties = split_and_mix_honest_parties(self.gamma, self.n, "rsum_dsg")
         self.n_messages = split_and_mix_messages(self.honest_parties, math.log2(self.modulus), self.sigma)
         self._sm = SplitAndMix(self.modulus, self.n_messages)
 
