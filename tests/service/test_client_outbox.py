@@ -199,3 +199,11 @@ def test_large_reports_are_uploaded_in_requests_under_the_body_limit(dep, client
     assert [st for st, _ in seen].count(413) == (0 if client_limit is None else 1)
     c.close()
     http.close()
+
+
+def test_upload_framing_sizes_match_encode_upload():
+    """The client sizes requests with the wire module's framing lengths: they must be exact."""
+    from shuffledp.service.wire import UPLOAD_HEADER_LEN, encode_upload, upload_item_len
+
+    items = [(b"", b"e" * 88), (b"crowd-id", b"x" * 15080), (b"c" * 64, b"")]
+    assert len(encode_upload(items)) == UPLOAD_HEADER_LEN + sum(upload_item_len(c, e) for c, e in items)

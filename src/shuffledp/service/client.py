@@ -35,17 +35,17 @@ from ..core.errors import ShuffleDPError, ValidationError
 from ..core.rng import as_generator, secure_rng
 from .config import TaskConfig
 from .hpke import AEAD_AES_128_GCM, KDF_HKDF_SHA256
-from .wire import KeyConfig, decode_key_list, encode_upload, seal_report
+from .wire import (MAX_UPLOAD_BYTES, MAX_UPLOAD_REPORTS, UPLOAD_HEADER_LEN, KeyConfig, decode_key_list,
+                   encode_upload, seal_report, upload_item_len)
 
 __all__ = ["ShuffleDPClient", "BudgetExceededError", "ConfigError", "fetch_task", "encode_reports",
            "seal_many", "upload"]
 
 SDK_USER_AGENT = "shuffledp-sdk/1"
-#: the shuffler's limits per upload request (``shuffler.MAX_BODY_BYTES``,
-#: ``shuffler.MAX_REPORTS_PER_REQUEST``); a shuffler with smaller ones answers 413 and the client
-#: halves its requests
-UPLOAD_MAX_BYTES = 8 * 1024 * 1024
-UPLOAD_MAX_REPORTS = 10_000
+#: the shuffler's limits per upload request (``wire.MAX_UPLOAD_BYTES``, ``wire.MAX_UPLOAD_REPORTS``);
+#: a shuffler with smaller ones answers 413 and the client halves its requests
+UPLOAD_MAX_BYTES = MAX_UPLOAD_BYTES
+UPLOAD_MAX_REPORTS = MAX_UPLOAD_REPORTS
 
 log = logging.getLogger("shuffledp.client")
 
@@ -137,9 +137,9 @@ def upload(http: httpx.Client, shuffler_url: str, task_id: bytes, items: list[tu
 
 def _fitting(rows: list, max_bytes: int) -> int:
     """How many of ``rows`` (outbox rows, oldest first) one upload body of ``max_bytes`` holds (>= 1)."""
-    size, k = 8, 0   # "SDU1" + u32 count
+    size, k = UPLOAD_HEADER_LEN, 0
     for row in rows:
-        size += 3 + len(row[1]) + len(row[2])   # u8 crowd length, crowd, u16 envelope length, envelope
+        size += upload_item_len(row[1], row[2])
         if size > max_bytes:
             break
         k += 1
@@ -260,15 +260,22 @@ class ShuffleDPClient:
     def pending(self) -> int:
         return self.db.execute("SELECT count(*) FROM outbox").fetchone()[0]
 
+    def _count_refused(self, reason: str, k: int) -> None:
+        """Count ``k`` reports refused as invalid (inside the caller's transaction)."""
+        self._stat("refused", k)
+        self._stat(f"refused:{reason}", k)
+
+    def _warn_refused(self, reason: str, k: int) -> None:
+        log.warning("shuffler refused %d report(s) of task %s as invalid (%s); dropped from the outbox",
+                    k, self.cfg.task_id.hex()[:16], reason)
+
     def _refuse(self, rows: list, reason: str) -> None:
         """Delete reports the shuffler said are themselves invalid; counted per reason and logged."""
         self.db.execute("BEGIN IMMEDIATE")
         self.db.executemany("DELETE FROM outbox WHERE digest=?", [(row[0],) for row in rows])
-        self._stat("refused", len(rows))
-        self._stat(f"refused:{reason}", len(rows))
+        self._count_refused(reason, len(rows))
         self.db.execute("COMMIT")
-        log.warning("shuffler refused %d report(s) of task %s as invalid (%s); dropped from the outbox",
-                    len(rows), self.cfg.task_id.hex()[:16], reason)
+        self._warn_refused(reason, len(rows))
 
     def stats(self) -> dict[str, int]:
         """The outbox's counters: ``refused`` (and ``refused:<reason>``), ``outbox_dropped``."""
@@ -325,12 +332,10 @@ class ShuffleDPClient:
                     if i not in outdated:
                         reasons[err] = reasons.get(err, 0) + 1
                 for reason, k in reasons.items():
-                    self._stat("refused", k)
-                    self._stat(f"refused:{reason}", k)
+                    self._count_refused(reason, k)
                 self.db.execute("COMMIT")
                 for reason, k in reasons.items():
-                    log.warning("shuffler refused %d report(s) of task %s as invalid (%s); dropped from the outbox",
-                                k, self.cfg.task_id.hex()[:16], reason)
+                    self._warn_refused(reason, k)
                 sent += len(rows) - len(errs)
                 refused += len(errs) - len(outdated)
                 attempt = 0

@@ -46,14 +46,15 @@ from .config import TaskConfig
 from .http_common import Problem, check_bearer, install_problem_handlers, sign_request
 from .storage import (insert_ignore, make_engine, shuffler_batch_items, shuffler_batches, shuffler_counters,
                       shuffler_pending, shuffler_tasks, upgrade)
-from .wire import ALLOWED_SUITES, Batch, DecodeError, batch_id, decode_upload, encode_batch, parse_header
+from .wire import (ALLOWED_SUITES, MAX_UPLOAD_BYTES, MAX_UPLOAD_REPORTS, Batch, DecodeError, batch_id,
+                   decode_upload, encode_batch, parse_header)
 
 __all__ = ["ShufflerState", "create_shuffler_app"]
 
 log = logging.getLogger("shuffledp.service.shuffler")
 
-MAX_REPORTS_PER_REQUEST = 10_000
-MAX_BODY_BYTES = 8 * 1024 * 1024
+MAX_REPORTS_PER_REQUEST = MAX_UPLOAD_REPORTS
+MAX_BODY_BYTES = MAX_UPLOAD_BYTES
 COUNTER_NAME_LEN = shuffler_counters.c.name.type.length  # String(64) (storage.py, migration 0001)
 
 

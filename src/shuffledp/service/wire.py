@@ -41,6 +41,17 @@ __all__ = [
 REPORT_LABEL = b"application/vnd.shuffledp.report request"
 HEADER_LEN = 7
 MAX_CROWD_LEN = 64
+#: limits of one upload request, enforced by the shuffler and respected by the client's outbox
+MAX_UPLOAD_REPORTS = 10_000
+MAX_UPLOAD_BYTES = 8 * 1024 * 1024
+#: ``encode_upload`` framing: "SDU1" + u32 count, then per report u8 crowd length, crowd,
+#: u16 envelope length, envelope
+UPLOAD_HEADER_LEN = 8
+
+
+def upload_item_len(crowd: bytes, envelope: bytes) -> int:
+    """Bytes one report takes in an ``encode_upload`` body."""
+    return 3 + len(crowd) + len(envelope)
 PLAINTEXT_VERSION = 1
 PLAINTEXT_HEADER = 1 + 16 + 8
 
