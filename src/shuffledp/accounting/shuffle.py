@@ -406,6 +406,11 @@ def shuffle_amplification(eps0: float, n: int, delta: float, method: Method = "c
     n = _check_n(n)
     delta = check_delta(delta)
     opts = _resolve(method, options)
+    return _forward(eps0, n, delta, method, opts)
+
+
+def _forward(eps0: float, n: int, delta: float, method: str, opts: dict[str, Any]) -> float:
+    """eps_c of validated inputs, rounded outward (what :func:`shuffle_amplification` returns)."""
     return round_up(min(eps0, _raw(eps0, n, delta, method, opts)))
 
 
@@ -556,7 +561,7 @@ def _below_forward(e0: float, eps_c: float, n: int, delta: float, method: str, o
     x = _round_down(e0)
     step = 1e-10
     for _ in range(64):
-        if round_up(min(x, _raw(x, n, delta, method, opts))) <= eps_c:
+        if _forward(x, n, delta, method, opts) <= eps_c:
             return x
         x = _round_down(x * (1.0 - step))
         step = min(2.0 * step, 0.5)
