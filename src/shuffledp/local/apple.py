@@ -63,7 +63,7 @@ from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement, round_up
 from ..core.validation import check_int_values, check_positive_int
 from .base import DEFAULT_CHUNK, FrequencyOracle, Reports, check_n
-from .bits import dyadic
+from .bits import UNIFORM_PRECISION, calibrate_probability, dyadic
 from .packed import bernoulli_packed_lazy
 from .hadamard import fwht
 
@@ -648,7 +648,12 @@ class HadamardCountMeanSketch(_CountMeanSketchBase):
     CMS's: ``f~(x) = m/(m-1) ((1/k) sum_l M[l, h_l(x)] - n/m)``.
 
     Privacy: ``(j, l)`` is independent of ``x``; ``w`` is randomized response with ratio
-    ``e^eps`` (exact). Source: Apple Differential Privacy Team, "Learning with Privacy at Scale",
+    ``(1-p)/p``. The flip probability ``p`` is ``1/(1 + e^eps)`` rounded **up** to the ``2^-53``
+    grid (``rng.random() < p`` draws it exactly), raised further until ``(1-p)/p <= e^eps`` holds
+    exactly, so the report is exactly ``effective_epsilon``-LDP with ``effective_epsilon =
+    ln((1-p)/p) <= epsilon`` (rounded up), the eps the privacy statement carries; ``c = 1/(1-2p)``,
+    the estimator, variance and :meth:`probabilities` use the sampled ``p``.
+    Source: Apple Differential Privacy Team, "Learning with Privacy at Scale",
     2017; seed 002. Variance: see the module docstring.
     Cost: O(n) encode, O(n) aggregate (a bincount), O(k m log m + k d) estimate;
     ``1 + ceil(log2 k) + log2 m`` bits per report. ``m`` must be a power of 2.
@@ -668,8 +673,18 @@ class HadamardCountMeanSketch(_CountMeanSketchBase):
             raise ValidationError(f"m must be a power of 2 for HCMS, got {mm}", parameter="m")
         super().__init__(epsilon, d, k, m, hash_seed, hash_table, debias)
         e = math.exp(self.epsilon) if self.epsilon < 700 else math.inf
-        self.p_flip = 1.0 / (1.0 + e)
-        self.c = (e + 1) / (e - 1) if e < math.inf else 1.0
+        p, self.effective_epsilon = calibrate_probability(1.0 / (1.0 + e), self.epsilon, lambda t: (1 - t) / t, "up")
+        #: exact flip probability (a double on the 2^-53 grid)
+        self.p_flip_exact = p
+        self.p_flip = float(p)
+        self.c = float(1 / (1 - 2 * p))  # = (e_eff + 1)/(e_eff - 1), e_eff = (1-p)/p
+
+    @property
+    def privacy(self) -> PrivacyStatement:
+        """Each report is ``effective_epsilon``-LDP (replace-one), ``effective_epsilon <= epsilon``."""
+        return PrivacyStatement(self.effective_epsilon, 0.0, "local", "replace_one",
+                                note=f"HadamardCountMeanSketch: flip probability p={self.p_flip!r} on the grid "
+                                     f"2^-{UNIFORM_PRECISION}; exact eps of the sampled p <= requested {self.epsilon:g}")
 
     # --- client -----------------------------------------------------------------------
     def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
@@ -679,7 +694,7 @@ class HadamardCountMeanSketch(_CountMeanSketchBase):
         l = rng.integers(0, self.m, size=n, dtype=np.int64)
         h = self.family(j, x)
         sign = 1 - 2 * (np.bitwise_count(l & h) & 1).astype(np.int8)
-        flip = rng.random(n) < self.p_flip
+        flip = rng.random(n) < self.p_flip  # exact Bernoulli(p): p is on the 2^-53 grid
         w = np.where(flip, -sign, sign).astype(np.int8)
         return {"j": j, "l": l, "w": w}
 
@@ -750,7 +765,7 @@ class HadamardCountMeanSketch(_CountMeanSketchBase):
         per row at every step, and each state's count splits Binomial(., 1/2) on ``l_t`` (the
         sign flips when ``l_t = h_t = 1``). After the last bit the state is (``l``, sign): ``A[j, l]``
         users with true sign +1 and ``B[j, l]`` with -1 in cell ``(j, l)``. Each report's sign is
-        flipped independently with probability ``p = 1/(1+e^eps)``, so the cell's +1 count is
+        flipped independently with probability ``p`` (the sampled flip probability), so the cell's +1 count is
         ``Bin(A, 1-p) + Bin(B, p)`` and its sign sum ``2 (+1 count) - (A + B)``.
         """
         c = self.check_counts(true_counts)
@@ -782,7 +797,7 @@ class HadamardCountMeanSketch(_CountMeanSketchBase):
 
     # --- privacy ----------------------------------------------------------------------
     def probabilities(self, reports: Reports, x: Any) -> np.ndarray:
-        """Exact ``Pr[j, l, w | x] = (1/(k m)) (1 - p if w = H[l, h_j(x)] else p)``, ``p = 1/(1+e^eps)``."""
+        """Exact ``Pr[j, l, w | x] = (1/(k m)) (1 - p if w = H[l, h_j(x)] else p)``, ``p`` the sampled flip probability."""
         xv = int(check_int_values(np.asarray([x]), self.d, "x")[0])
         j = np.asarray(reports["j"]).astype(np.int64, copy=False)
         l = np.asarray(reports["l"]).astype(np.int64, copy=False)

@@ -19,17 +19,129 @@ bit ``j % 8`` of byte ``j // 8``; padding bits past ``n_bits`` are zero.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from fractions import Fraction
 
 import numpy as np
 
 from ..core.errors import ValidationError
+from ..core.privacy import round_up
 from .packed import random_words
 
 __all__ = ["dyadic", "bernoulli_packed", "packed_column_sums", "set_bits", "packed_bits_at",
-           "unpack_rows", "DEFAULT_PRECISION"]
+           "unpack_rows", "DEFAULT_PRECISION", "UNIFORM_PRECISION", "grid_fraction", "log_ratio_up",
+           "calibrate_probability"]
 
 #: Bits of precision of a dyadic probability (rounding error <= 2^-16).
 DEFAULT_PRECISION = 16
+
+#: Binary digits of a threshold compared with ``Generator.random()``. numpy's doubles are
+#: ``k / 2^53`` with ``k`` uniform on ``[0, 2^53)`` (the top 53 bits of one 64-bit output), so
+#: ``rng.random(n) < t`` is Bernoulli(t) **exactly** for every ``t`` on the ``2^-53`` grid. For a
+#: ``t`` off the grid it is Bernoulli(ceil(t 2^53) / 2^53), not Bernoulli(t).
+UNIFORM_PRECISION = 53
+
+#: Relative margin below the float ``e^eps`` demanded of an exact ratio (``math.exp`` is within
+#: one ulp, 2^-52 relative, of the true value).
+_EXP_MARGIN = 1 - Fraction(1, 1 << 50)
+
+
+def grid_fraction(q: float, precision: int = UNIFORM_PRECISION, direction: str = "up") -> Fraction:
+    """``q`` in [0, 1] rounded to a multiple of ``2^-precision`` (``"up"`` or ``"down"``), exactly.
+
+    ``precision`` may be up to 53 (:data:`UNIFORM_PRECISION`): the result is then a double that
+    ``rng.random(n) < float(result)`` samples exactly.
+    """
+    if not (0.0 <= q <= 1.0) or not math.isfinite(q):
+        raise ValidationError(f"probability must be in [0, 1], got {q}", parameter="q")
+    if not 1 <= precision <= UNIFORM_PRECISION:
+        raise ValidationError(f"precision must be in [1, {UNIFORM_PRECISION}], got {precision}",
+                              parameter="precision")
+    if direction not in ("up", "down"):
+        raise ValidationError(f"direction must be 'up' or 'down', got {direction!r}", parameter="direction")
+    scale = 1 << precision
+    v = Fraction(q) * scale  # exact: q is a double
+    m = math.ceil(v) if direction == "up" else math.floor(v)
+    return Fraction(min(scale, max(0, m)), scale)
+
+
+def log_ratio_up(ratio: Fraction) -> float:
+    """An upper bound on ``ln(ratio)`` for an exact ``ratio >= 1``, float error rounded outward.
+
+    ``log1p`` of the exactly formed ``ratio - 1`` (no cancellation for ratios near 1), moved up
+    by :func:`shuffledp.core.privacy.round_up` (relative 1e-12, far above the ~2^-52 float error).
+    """
+    if ratio < 1:
+        raise ValidationError(f"a worst-case likelihood ratio must be >= 1, got {float(ratio)!r}",
+                              parameter="ratio")
+    return round_up(math.log1p(float(ratio - 1)))
+
+
+def calibrate_probability(p_ideal: float, epsilon: float, ratio: Callable[[Fraction], Fraction],
+                          direction: str, precision: int = UNIFORM_PRECISION,
+                          parameter: str = "epsilon") -> tuple[Fraction, float]:
+    """The probability a mechanism actually samples, and the exact eps that it realizes.
+
+    A mechanism draws an event (keep the true value, flip a sign, ...) with probability ``p``
+    whose ideal value ``p_ideal`` makes its worst-case likelihood ratio ``ratio(p)`` equal to
+    ``e^epsilon``. A float ``p_ideal`` is not exactly that value, and ``rng.random() < p_ideal``
+    does not sample it exactly either. This returns the dyadic ``p`` on the ``2^-precision`` grid
+    closest to ``p_ideal`` in ``direction`` (the direction in which ``ratio`` does not increase)
+    with ``ratio(p) <= e^epsilon`` checked in exact rational arithmetic (with a 2^-50 relative
+    margin for the float ``e^epsilon``), clamped to the open interval ``(0, 1)``.
+
+    Parameters
+    ----------
+    p_ideal : float
+        The unrounded probability.
+    epsilon : float
+        The requested eps.
+    ratio : callable
+        ``ratio(p)``, the mechanism's exact worst-case likelihood ratio as a function of the exact
+        probability ``p`` in (0, 1) (a :class:`~fractions.Fraction`); non-increasing as ``p`` moves in
+        ``direction``.
+    direction : {"up", "down"}
+        Rounding direction of ``p``.
+    precision : int
+        Grid ``2^-precision``, at most 53 (the default: exact for ``rng.random() < float(p)``).
+    parameter : str
+        Parameter named in the error raised when ``epsilon`` is too small for the grid.
+
+    Returns
+    -------
+    (p, effective_epsilon)
+        ``p`` exact (``float(p)`` is the same number) and ``effective_epsilon =
+        min(epsilon, ln ratio(p))`` rounded up: the mechanism that samples ``p`` is exactly
+        ``ln ratio(p)``-LDP, and ``ln ratio(p) <= effective_epsilon <= epsilon``.
+
+    Raises
+    ------
+    ValidationError
+        When the rounded ``p`` has ``ratio(p) <= 1`` (``epsilon`` below the grid's resolution).
+    """
+    step = Fraction(1, 1 << precision)
+    sign = 1 if direction == "up" else -1
+    p = min(1 - step, max(step, grid_fraction(p_ideal, precision, direction)))
+    e = math.exp(epsilon) if epsilon < 700.0 else math.inf
+    bound = Fraction(e) * _EXP_MARGIN if e < math.inf else None
+
+    def within(r: Fraction) -> bool:
+        return r <= bound if bound is not None else log_ratio_up(r) < epsilon
+
+    r = ratio(p)
+    for _ in range(1 << 12):  # a few steps in practice: p_ideal is within a few ulps of the boundary
+        if within(r) or not (step < p < 1 - step):
+            break
+        p += sign * step
+        r = ratio(p)
+    if not within(r):
+        raise ValidationError(f"{parameter}={epsilon!r}: no probability on the grid 2^-{precision} near "
+                              f"{p_ideal!r} meets the ratio e^{parameter}", parameter=parameter)
+    if r <= 1:
+        raise ValidationError(f"{parameter}={epsilon!r} is too small for the probability grid 2^-{precision} "
+                              f"(the rounded probability {float(p)!r} has likelihood ratio {float(r)!r} <= 1)",
+                              parameter=parameter)
+    return p, min(epsilon, log_ratio_up(r))
 
 
 def dyadic(q: float, precision: int = DEFAULT_PRECISION, direction: str = "up") -> float:

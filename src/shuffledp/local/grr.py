@@ -9,7 +9,9 @@ import numpy as np
 
 from ..core.errors import ValidationError
 from ..core.estimate import Estimate
+from ..core.privacy import PrivacyStatement
 from .base import FrequencyOracle, Reports
+from .bits import UNIFORM_PRECISION, calibrate_probability
 
 __all__ = ["GeneralizedRandomizedResponse"]
 
@@ -17,10 +19,15 @@ __all__ = ["GeneralizedRandomizedResponse"]
 class GeneralizedRandomizedResponse(FrequencyOracle):
     """Generalized randomized response (GRR / k-RR / direct encoding).
 
-    Each user reports her true value with probability ``p = e^eps / (e^eps + d - 1)`` and
-    each other value with probability ``q = 1 / (e^eps + d - 1)``.
+    Each user reports her true value with probability ``p`` and each other value with
+    probability ``q = (1 - p) / (d - 1)``. Ideally ``p = e^eps / (e^eps + d - 1)``; the sampled
+    ``p`` is that value rounded **down** to the ``2^-53`` grid (then ``rng.random() < p`` draws it
+    exactly, and the other value is an exact uniform integer draw), lowered further by grid steps
+    until ``p (d-1) / (1-p) <= e^eps`` holds in exact arithmetic.
 
-    Privacy: eps-LDP exactly (p / q = e^eps).
+    Privacy: exactly ``effective_epsilon``-LDP, ``effective_epsilon = ln(p (d-1) / (1-p)) <=
+    epsilon`` for the sampled ``p`` (rounded up); the privacy statement carries it, and the
+    estimator, variance and :meth:`probabilities` use the sampled ``p`` and ``q``.
     Source: Warner 1965; Kairouz et al. 2014; Wang, Blocki, Li, Jha, USENIX Security 2017.
     Cost: O(n) encode, O(n) aggregate (a bincount); ceil(log2 d) bits per report.
     Variance of one fraction: [q(1-q) + f(1-p-q)(p-q)] / (n (p-q)^2).
@@ -30,13 +37,26 @@ class GeneralizedRandomizedResponse(FrequencyOracle):
 
     def __init__(self, epsilon: float, d: int) -> None:
         super().__init__(epsilon, d)
-        e = math.exp(self.epsilon)
-        self.p = e / (e + self.d - 1)
-        self.q = 1.0 / (e + self.d - 1)
+        e = math.exp(self.epsilon) if self.epsilon < 700.0 else math.inf
+        p_ideal = e / (e + self.d - 1) if e < math.inf else 1.0
+        others = self.d - 1
+        p, self.effective_epsilon = calibrate_probability(p_ideal, self.epsilon,
+                                                          lambda t: t * others / (1 - t), "down")
+        #: exact sampled probabilities (``p`` is a double on the 2^-53 grid)
+        self.p_exact, self.q_exact = p, (1 - p) / others
+        self.p = float(p)
+        self.q = float(self.q_exact)
+
+    @property
+    def privacy(self) -> PrivacyStatement:
+        """Each report is ``effective_epsilon``-LDP (replace-one), ``effective_epsilon <= epsilon``."""
+        return PrivacyStatement(self.effective_epsilon, 0.0, "local", "replace_one",
+                                note=f"GeneralizedRandomizedResponse: p={self.p!r} on the grid 2^-{UNIFORM_PRECISION}; "
+                                     f"exact eps of the sampled p <= requested {self.epsilon:g}")
 
     def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
         x = self.check_values(values)
-        keep = rng.random(x.shape[0]) < self.p
+        keep = rng.random(x.shape[0]) < self.p  # exact Bernoulli(p): p is on the 2^-53 grid
         r = rng.integers(0, self.d - 1, size=x.shape[0])
         y = np.where(keep, x, r + (r >= x))
         return {"y": y.astype(np.int64)}
@@ -61,6 +81,7 @@ class GeneralizedRandomizedResponse(FrequencyOracle):
         return self._pure_variance(n, f, self.p, self.q)
 
     def probabilities(self, reports: Reports, x: Any) -> np.ndarray:
+        """``Pr[y | x]``: the sampled ``p`` if ``y = x``, else ``q = (1-p)/(d-1)``."""
         y = np.asarray(reports["y"])
         return np.where(y == int(x), self.p, self.q)
 

@@ -9,8 +9,10 @@ import numpy as np
 
 from ..core.errors import ValidationError
 from ..core.estimate import Estimate
+from ..core.privacy import PrivacyStatement
 from ..core.validation import check_int_values
 from .base import FrequencyOracle, Reports
+from .bits import UNIFORM_PRECISION, calibrate_probability
 
 __all__ = ["HadamardResponse", "fwht"]
 
@@ -55,7 +57,15 @@ class HadamardResponse(FrequencyOracle):
     - ``variant="high_privacy"``: ``B = 1``, ``K = 2^ceil(log2(d+1))`` for every eps
       (authors' ``Hadamard_Rand_high_priv``).
 
-    Privacy: eps-LDP exactly (max/min of Pr[y | x] over x is e^eps).
+    Sampling: with probability ``u = 2B / A`` the report is uniform on ``[K]``, else uniform on
+    ``C_x``; this gives exactly the two probabilities above. The sampled ``u`` is ``2B / A`` rounded
+    **up** to the ``2^-53`` grid (``rng.random() < u`` draws it exactly), raised further until
+    ``1 + 2B (1-u)/u <= e^eps`` holds exactly. The mechanism is then the scheme above with ``e^eps``
+    replaced by ``e_eff = 1 + 2B (1-u)/u`` (``A = 2B/u``, ``c = u/K``), and ``e_eff`` is used
+    everywhere (:attr:`e`, estimator, variance, :meth:`probabilities`).
+
+    Privacy: exactly ``effective_epsilon``-LDP, ``effective_epsilon = ln e_eff <= epsilon``
+    (rounded up; max/min of Pr[y | x] over x is e_eff).
     Source: J. Acharya, Z. Sun, H. Zhang, "Hadamard response: estimating distributions privately,
     efficiently, and with little communication", AISTATS 2019.
     Estimator: ``p_x = A (2 F_S - F_blk) / (e^eps - 1)`` with ``A = 2B - 1 + e^eps``, ``F_S`` the
@@ -74,14 +84,13 @@ class HadamardResponse(FrequencyOracle):
         if variant not in _VARIANTS:
             raise ValidationError(f"variant must be one of {_VARIANTS}, got {variant!r}", parameter="variant")
         self.variant = variant
-        e = math.exp(self.epsilon)
-        self.e = e
+        e = math.exp(self.epsilon) if self.epsilon < 700.0 else math.inf
         if variant == "high_privacy":
             B = 1
         else:
             # e^eps computed in floating point can land one ulp below a power of 2 (exp(ln 8) =
             # 7.999...): a relative slack of 1e-12 keeps B = 8 there. B only shapes the code;
-            # privacy holds for every B because c is computed from the actual e^eps.
+            # privacy holds for every B because u is calibrated for the chosen B.
             lim = min(2 * self.d, e * (1 + 1e-12))
             B = 1
             while 2 * B <= lim:  # largest power of 2 <= min(2d, e^eps)
@@ -91,19 +100,34 @@ class HadamardResponse(FrequencyOracle):
             b *= 2
         self.blocks, self.block_size = B, b
         self.K = B * b
-        self.A = 2 * B - 1 + e
-        self.c = 2.0 / (b * self.A)
-        self.p_in = e * self.c  # Pr[Y = y | x] for y in C_x
+        u_ideal = 2 * B / (2 * B - 1 + e) if e < math.inf else 0.0
+        u, self.effective_epsilon = calibrate_probability(u_ideal, self.epsilon, lambda t: 1 + 2 * B * (1 - t) / t, "up")
+        #: exact probability of a uniform report (a double on the 2^-53 grid)
+        self.u_exact = u
+        self.u = float(u)
+        e_eff = 1 + 2 * B * (1 - u) / u
+        #: the realized ratio e_eff = e^(ln-ratio) of the sampled scheme (<= e^epsilon)
+        self.e = float(e_eff)
+        self.A = float(2 * B / u)  # = 2B - 1 + e_eff
+        self.c = float(u / self.K)  # Pr[Y = y | x] for y outside C_x
+        self.p_in = float(e_eff * u / self.K)  # Pr[Y = y | x] for y in C_x
         items = np.arange(self.d, dtype=np.int64)
         self._block = items // (b - 1)
         self._row = items % (b - 1) + 1
+
+    @property
+    def privacy(self) -> PrivacyStatement:
+        """Each report is ``effective_epsilon``-LDP (replace-one), ``effective_epsilon <= epsilon``."""
+        return PrivacyStatement(self.effective_epsilon, 0.0, "local", "replace_one",
+                                note=f"HadamardResponse: uniform-report probability u={self.u!r} on the grid "
+                                     f"2^-{UNIFORM_PRECISION}; exact eps of the sampled u <= requested {self.epsilon:g}")
 
     # --- client -----------------------------------------------------------------------
     def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
         x = self.check_values(values)
         n = x.shape[0]
         b = self.block_size
-        uniform = rng.random(n) < 2 * self.blocks / self.A
+        uniform = rng.random(n) < self.u  # exact Bernoulli(u): u is on the 2^-53 grid
         u = rng.integers(0, self.K, size=n, dtype=np.int64)  # the uniform output; u mod b is uniform on [b]
         s = self._row[x]
         y0 = u & (b - 1)
@@ -168,7 +192,7 @@ class HadamardResponse(FrequencyOracle):
         return (y // b == self._block[x]) & ((np.bitwise_count((y % b) & s) & 1) == 0)
 
     def probabilities(self, reports: Reports, x: Any) -> np.ndarray:
-        """Exact Pr[Y = y | x]: ``e^eps c`` on ``C_x``, ``c`` elsewhere."""
+        """Exact Pr[Y = y | x]: ``e_eff c`` on ``C_x``, ``c`` elsewhere (sampled ``u``)."""
         xv = int(check_int_values(np.asarray([x]), self.d, "x")[0])
         return np.where(self.in_support(reports["y"], xv), self.p_in, self.c)
 

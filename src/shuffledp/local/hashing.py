@@ -41,8 +41,10 @@ import numpy as np
 
 from ..core.errors import ValidationError
 from ..core.estimate import Estimate
+from ..core.privacy import PrivacyStatement
 from ..core.validation import check_int_values, check_positive_int
 from .base import FrequencyOracle, Reports
+from .bits import UNIFORM_PRECISION, calibrate_probability
 
 __all__ = [
     "LocalHashing",
@@ -99,10 +101,15 @@ class LocalHashing(FrequencyOracle):
 
     Each user draws a hash ``H_s : [d] -> [g]`` from the affine family above (the seed ``s`` is
     public and independent of her value), hashes her value and reports
-    ``(s, y)`` with ``y = GRR_g(H_s(x))``: ``y = H_s(x)`` with probability
-    ``p = e^eps / (e^eps + g - 1)``, each other bucket with probability ``q = 1 / (e^eps + g - 1)``.
+    ``(s, y)`` with ``y = GRR_g(H_s(x))``: ``y = H_s(x)`` with probability ``p``, each other
+    bucket with probability ``q = (1 - p) / (g - 1)``. Ideally ``p = e^eps / (e^eps + g - 1)``; the
+    sampled ``p`` is rounded **down** to the ``2^-53`` grid (``rng.random() < p`` draws it exactly)
+    until ``p (g-1) / (1-p) <= e^eps`` holds exactly.
 
-    Privacy: eps-LDP exactly (the seed is data independent; GRR on [g] has ratio e^eps).
+    Privacy: exactly ``effective_epsilon``-LDP with ``effective_epsilon = ln(p (g-1) / (1-p)) <=
+    epsilon`` for the sampled ``p`` (the seed is data independent; GRR on [g] has that ratio).
+    The privacy statement carries it; estimator, variance and :meth:`probabilities` use the
+    sampled ``p``, ``q``.
     Source: Wang, Blocki, Li, Jha, "Locally differentially private protocols for frequency
     estimation", USENIX Security 2017 (BLH, OLH).
     Estimator: pure protocol with ``p* = p`` and ``q* = q + coll (p - q)`` where ``coll`` is the
@@ -140,13 +147,25 @@ class LocalHashing(FrequencyOracle):
                 raise ValidationError(f"prime must be a prime in [{self.d}, {MAX_PRIME}], got {P}", parameter="prime")
         self.prime = P
         self.n_seeds = (P - 1) * P
-        e = math.exp(self.epsilon)
-        self.p = e / (e + self.g - 1)
-        self.q = 1.0 / (e + self.g - 1)
+        e = math.exp(self.epsilon) if self.epsilon < 700.0 else math.inf
+        others = self.g - 1
+        p, self.effective_epsilon = calibrate_probability(e / (e + others) if e < math.inf else 1.0, self.epsilon,
+                                                          lambda t: t * others / (1 - t), "down")
+        #: exact sampled probabilities (``p`` is a double on the 2^-53 grid)
+        self.p_exact, self.q_exact = p, (1 - p) / others
+        self.p = float(p)
+        self.q = float(self.q_exact)
         self.collision_fraction = self.exact_collision_probability(P, self.g)
         self.collision = float(self.collision_fraction)
         self.p_star = self.p
         self.q_star = self.q + self.collision * (self.p - self.q)
+
+    @property
+    def privacy(self) -> PrivacyStatement:
+        """Each report is ``effective_epsilon``-LDP (replace-one), ``effective_epsilon <= epsilon``."""
+        return PrivacyStatement(self.effective_epsilon, 0.0, "local", "replace_one",
+                                note=f"{type(self).__name__}: p={self.p!r} on the grid 2^-{UNIFORM_PRECISION}; "
+                                     f"exact eps of the sampled p <= requested {self.epsilon:g}")
 
     # --- the hash family --------------------------------------------------------------
     @staticmethod
@@ -167,7 +186,7 @@ class LocalHashing(FrequencyOracle):
         n = x.shape[0]
         seeds = rng.integers(0, self.n_seeds, size=n, dtype=np.int64)
         h = self.hash(seeds, x)
-        keep = rng.random(n) < self.p
+        keep = rng.random(n) < self.p  # exact Bernoulli(p): p is on the 2^-53 grid
         r = rng.integers(0, self.g - 1, size=n, dtype=np.int64)
         y = np.where(keep, h, r + (r >= h))
         return {"seed": seeds.astype(np.uint64), "y": y.astype(np.int64)}
@@ -306,7 +325,8 @@ class LocalHashing(FrequencyOracle):
 class BinaryLocalHashing(LocalHashing):
     """Binary local hashing (BLH): local hashing with ``g = 2`` buckets.
 
-    Privacy: eps-LDP exactly. Source: Wang et al., USENIX Security 2017 (BLH; Bassily & Smith
+    Privacy: exactly ``effective_epsilon``-LDP (``<= epsilon``, see :class:`LocalHashing`).
+    Source: Wang et al., USENIX Security 2017 (BLH; Bassily & Smith
     2015). Var* ~ n (e^eps + 1)^2 / (e^eps - 1)^2 in counts. Cost as :class:`LocalHashing`.
     """
 
@@ -319,7 +339,8 @@ class BinaryLocalHashing(LocalHashing):
 class OptimizedLocalHashing(LocalHashing):
     """Optimized local hashing (OLH): ``g = round(e^eps) + 1`` buckets (reference code's rounding).
 
-    Privacy: eps-LDP exactly. Source: Wang et al., USENIX Security 2017 (OLH).
+    Privacy: exactly ``effective_epsilon``-LDP (``<= epsilon``, see :class:`LocalHashing`).
+    Source: Wang et al., USENIX Security 2017 (OLH).
     Var* ~ n 4 e^eps / (e^eps - 1)^2 in counts (the exact value uses this family's ``q*``).
     Cost as :class:`LocalHashing`: O(n) encode, O(n + P^2 + P d) aggregate.
 

@@ -9,7 +9,9 @@ import numpy as np
 
 from ..core.errors import ValidationError
 from ..core.estimate import Estimate
+from ..core.privacy import PrivacyStatement
 from .base import FrequencyOracle, Reports
+from .bits import UNIFORM_PRECISION, calibrate_probability
 from .packed import random_words
 
 __all__ = ["SubsetSelection"]
@@ -26,12 +28,20 @@ class SubsetSelection(FrequencyOracle):
     includes ``x`` with probability ``p* = omega e^eps / (omega e^eps + d - omega)`` and fills the
     rest of the set with uniformly random distinct other items.
 
-    Privacy: eps-LDP exactly (the ratio of any subset's probabilities is at most e^eps).
+    The sampled ``p*`` is the ideal value rounded **down** to the ``2^-53`` grid (``rng.random() <
+    p*`` draws it exactly), lowered further until ``R = p*/(1-p*) (d-omega)/omega <= e^eps`` holds
+    exactly: ``Pr[S | x] = p*/C(d-1, omega-1)`` if ``x`` is in ``S`` and ``(1-p*)/C(d-1, omega)``
+    otherwise, so ``R`` is the worst-case ratio (``= e^eps`` for the ideal ``p*``).
+
+    Privacy: exactly ``effective_epsilon``-LDP, ``effective_epsilon = ln R <= epsilon`` for the
+    sampled ``p*`` (rounded up), the eps the privacy statement carries; ``q*``, the estimator,
+    variance and :meth:`log_probabilities` use the sampled ``p*``.
     Source: M. Ye, A. Barg, "Optimal schemes for discrete distribution estimation under locally
     differential privacy", IEEE Trans. IT 2018; S. Wang et al., "Mutual information optimally local
     private discrete distribution estimation", 2016.
     Estimator: pure protocol with ``p*`` above and
-    ``q* = omega ((omega-1) e^eps + d - omega) / ((d-1)(omega e^eps + d - omega))``.
+    ``q* = (p* (omega-1) + (1-p*) omega) / (d-1)`` (``= omega ((omega-1) e^eps + d - omega) /
+    ((d-1)(omega e^eps + d - omega))`` for the ideal ``p*``).
     Variance of one fraction: [q*(1-q*) + f(1-p*-q*)(p*-q*)] / (n (p*-q*)^2).
     Cost: O(n d) encode (a random bit mask over the domain, chunked), O(n omega) aggregate (a bincount),
     ``omega ceil(log2 d)`` bits per report. Encoding dominates.
@@ -44,7 +54,7 @@ class SubsetSelection(FrequencyOracle):
 
     def __init__(self, epsilon: float, d: int, omega: int | None = None) -> None:
         super().__init__(epsilon, d)
-        e = math.exp(self.epsilon)
+        e = math.exp(self.epsilon) if self.epsilon < 700.0 else math.inf
         if omega is None:
             omega = max(1, int(np.rint(self.d / (e + 1))))
         else:
@@ -57,14 +67,24 @@ class SubsetSelection(FrequencyOracle):
         self.omega = omega
         self.e = e
         d, w = self.d, omega
-        self.p_star = w * e / (w * e + d - w)
-        self.q_star = w * ((w - 1) * e + d - w) / ((d - 1) * (w * e + d - w))
-        # log Z = log(e C(d-1, w-1) + C(d-1, w))
-        lc1 = self.epsilon + _log_binom(d - 1, w - 1)
-        lc2 = _log_binom(d - 1, w)
-        hi = max(lc1, lc2)
-        self.log_normalizer = hi + math.log(math.exp(lc1 - hi) + math.exp(lc2 - hi))
+        p_ideal = w * e / (w * e + d - w) if e < math.inf else 1.0
+        p, self.effective_epsilon = calibrate_probability(p_ideal, self.epsilon,
+                                                          lambda t: t * (d - w) / ((1 - t) * w), "down")
+        #: exact probability that the true item is in the set (a double on the 2^-53 grid)
+        self.p_star_exact = p
+        self.p_star = float(p)
+        self.q_star = float((p * (w - 1) + (1 - p) * w) / (d - 1))
+        # log Pr[S | x] for S containing x, and for S not containing x
+        self._log_in = math.log(self.p_star) - _log_binom(d - 1, w - 1)
+        self._log_out = math.log(float(1 - p)) - _log_binom(d - 1, w)
         self.item_dtype = np.int16 if d <= np.iinfo(np.int16).max + 1 else np.int32
+
+    @property
+    def privacy(self) -> PrivacyStatement:
+        """Each report is ``effective_epsilon``-LDP (replace-one), ``effective_epsilon <= epsilon``."""
+        return PrivacyStatement(self.effective_epsilon, 0.0, "local", "replace_one",
+                                note=f"SubsetSelection: p*={self.p_star!r} on the grid 2^-{UNIFORM_PRECISION}; "
+                                     f"exact eps of the sampled p* <= requested {self.epsilon:g}")
 
     # --- client -----------------------------------------------------------------------
     def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
@@ -88,7 +108,7 @@ class SubsetSelection(FrequencyOracle):
         """
         c, d, w = x.shape[0], self.d, self.omega
         m = d - 1
-        include = rng.random(c) < self.p_star
+        include = rng.random(c) < self.p_star  # exact Bernoulli(p*): p* is on the 2^-53 grid
         k = w - include.astype(np.int64)
         thr = min(255, max(0, int(round(256 * w / m))))
         raw = random_words(rng)((c * d + 7) // 8).view(np.uint8)[: c * d]  # 64-bit words for any bit generator
@@ -149,12 +169,13 @@ class SubsetSelection(FrequencyOracle):
 
     # --- privacy ----------------------------------------------------------------------
     def log_probabilities(self, reports: Reports, x: Any) -> np.ndarray:
-        """Exact log Pr[S | x] = eps 1{x in S} - log Z (no underflow for large d)."""
+        """Exact log Pr[S | x]: ``log p* - log C(d-1, omega-1)`` if ``x`` is in ``S``, else
+        ``log(1-p*) - log C(d-1, omega)`` (no underflow for large d)."""
         from ..core.validation import check_int_values
 
         xv = int(check_int_values(np.asarray([x]), self.d, "x")[0])
         inside = (np.asarray(reports["items"]) == xv).any(axis=1)
-        return np.where(inside, self.epsilon, 0.0) - self.log_normalizer
+        return np.where(inside, self._log_in, self._log_out)
 
     def probabilities(self, reports: Reports, x: Any) -> np.ndarray:
         """Exact Pr[S | x] (underflows to 0 once C(d-1, omega) > 1e308; use log_probabilities)."""
