@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -78,8 +79,11 @@ def test_cnt_rr_local_ratio_exact(rng):
         reports = sweep_reports(mech, [0, 1], 2000, rng)
         assert set(np.unique(reports["y"])) == {0, 1}
         ratio = worst_case_log_ratio(mech, reports, [0, 1])
-        assert ratio == pytest.approx(p.eps_l, rel=1e-12)
+        # eps_l is the exact eps of the sampled flip, rounded up (by 2^-48 relative)
+        assert ratio <= p.eps_l and ratio == pytest.approx(p.eps_l, rel=1e-12)
         assert ratio == pytest.approx(math.log(2 * N6 / p.lam - 1), rel=1e-12)
+        flip = Fraction(p.flip)  # sampled exactly by rng.random() < flip: on the 2^-53 grid
+        assert flip.denominator <= 2**53 and Fraction(p.eps_l) >= Fraction(math.log((2 - flip) / flip))
 
 
 @pytest.mark.parametrize("acc", ["clones", "cheu2019"])
@@ -165,9 +169,13 @@ def test_cnt_2m_exact_privacy_and_no_local_dp():
     n = 10**5
     p = protocol("cnt_2m", epsilon=EPS, delta=DELTA, n=n)
     st = p.privacy()
-    assert (st.eps, st.delta) == (EPS, DELTA)
+    # the noise probability is rounded up to the 2^-53 grid, so the statement is a hair below EPS
+    assert EPS * (1 - 1e-12) <= st.eps <= EPS and st.delta == DELTA
     assert p.exact_delta(st.eps) <= DELTA
     assert p.exact_delta(EPS) < 1e-80            # spec: 3.1e-93
+    # the sampled noise probability 1 - p (rng.random() < p, p on the grid) is the q_noise the
+    # statement is computed from, exactly
+    assert Fraction(p.p) + Fraction(p.q_noise) == 1 and Fraction(p.p).denominator <= 2**53
     assert p.local_randomizer is None
     # no local DP: a user holding 1 sends >= 1 message, so "0 messages" has ratio infinity
     assert p.p < 1

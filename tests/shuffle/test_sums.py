@@ -16,6 +16,7 @@ from shuffledp.central import split_and_mix_delta
 from shuffledp.core.errors import OutOfDomainError, ValidationError
 from shuffledp.local.verify import worst_case_log_ratio
 from shuffledp.shuffle import protocol
+from shuffledp.shuffle._common import krr_local_epsilon
 from shuffledp.shuffle.sums import RSumDSG, RSumKR, RSumRM, RSumRR
 from tests.conftest import mean_z_bound, variance_ratio_band
 
@@ -157,7 +158,8 @@ def test_privacy_equals_accounting():
     assert kr.privacy().eps == pytest.approx(EPS, rel=1e-9)
 
     rm = protocol("rsum_rm", epsilon=EPS, delta=DELTA, n=n)
-    parts = [shuffle_statement(math.log1p(K * (1 - g) / g), n, DELTA / rm.m, "blanket", bound="closed_form",
+    # each level's eps_l is the exact eps of its sampled blanket probability (rounded up)
+    parts = [shuffle_statement(krr_local_epsilon(K, g), n, DELTA / rm.m, "blanket", bound="closed_form",
                                randomizer="krr", k=K) for K, g in zip(rm.K, rm.gammas)]
     assert (rm.privacy().eps, rm.privacy().delta) == basic_composition([(s.eps, s.delta) for s in parts])
     assert rm.privacy().eps == pytest.approx(EPS, rel=1e-9) and rm.privacy().delta <= DELTA * (1 + 1e-12)

@@ -30,7 +30,7 @@ from .packed import random_words
 
 __all__ = ["dyadic", "bernoulli_packed", "packed_column_sums", "set_bits", "packed_bits_at",
            "unpack_rows", "DEFAULT_PRECISION", "UNIFORM_PRECISION", "grid_fraction", "log_ratio_up",
-           "calibrate_probability"]
+           "calibrate_probability", "LOG_MARGIN"]
 
 #: Bits of precision of a dyadic probability (rounding error <= 2^-16).
 DEFAULT_PRECISION = 16
@@ -40,6 +40,10 @@ DEFAULT_PRECISION = 16
 #: ``rng.random(n) < t`` is Bernoulli(t) **exactly** for every ``t`` on the ``2^-53`` grid. For a
 #: ``t`` off the grid it is Bernoulli(ceil(t 2^53) / 2^53), not Bernoulli(t).
 UNIFORM_PRECISION = 53
+
+#: Relative outward margin of :func:`log_ratio_up`: 16 times its worst float error (2^-53 from
+#: forming ``ratio - 1``, one ulp from ``log1p``), far below any tolerance a statement is read at.
+LOG_MARGIN = 2.0**-48
 
 #: Relative margin below the float ``e^eps`` demanded of an exact ratio (``math.exp`` is within
 #: one ulp, 2^-52 relative, of the true value).
@@ -68,13 +72,15 @@ def grid_fraction(q: float, precision: int = UNIFORM_PRECISION, direction: str =
 def log_ratio_up(ratio: Fraction) -> float:
     """An upper bound on ``ln(ratio)`` for an exact ``ratio >= 1``, float error rounded outward.
 
-    ``log1p`` of the exactly formed ``ratio - 1`` (no cancellation for ratios near 1), moved up
-    by :func:`shuffledp.core.privacy.round_up` (relative 1e-12, far above the ~2^-52 float error).
+    ``log1p`` of the exactly formed ``ratio - 1`` (no cancellation for ratios near 1): its relative
+    error is at most 2^-53 (rounding ``ratio - 1``; ``t / (1 + t) <= log1p(t)``) plus one ulp
+    (``log1p``). :func:`shuffledp.core.privacy.round_up` moves it up by :data:`LOG_MARGIN` relative
+    (16 times that) and one ulp.
     """
     if ratio < 1:
         raise ValidationError(f"a worst-case likelihood ratio must be >= 1, got {float(ratio)!r}",
                               parameter="ratio")
-    return round_up(math.log1p(float(ratio - 1)))
+    return round_up(math.log1p(float(ratio - 1)), LOG_MARGIN)
 
 
 def calibrate_probability(p_ideal: float, epsilon: float, ratio: Callable[[Fraction], Fraction],

@@ -8,6 +8,7 @@ precision p), the count-level samplers that make ``simulate_statistic`` exact, t
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from ..core.errors import ValidationError
 from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
 from ..core.validation import check_real_values
+from ..local.bits import UNIFORM_PRECISION, grid_fraction, log_ratio_up
 
 __all__ = [
     "check_bits",
@@ -29,6 +31,8 @@ __all__ = [
     "scalar_estimate",
     "BinaryRRRandomizer",
     "rr_flip_for_krr",
+    "sampled_blanket",
+    "krr_local_epsilon",
     "split_and_mix_honest_parties",
 ]
 
@@ -123,6 +127,26 @@ def rr_flip_for_krr(k: int, eps_l: float) -> float:
     return k / (math.exp(eps_l) + k - 1.0)
 
 
+def sampled_blanket(gamma: float) -> float:
+    """The blanket probability that ``rng.random(n) < gamma`` really draws, made explicit.
+
+    numpy's uniforms are ``k / 2^53``, so the comparison is Bernoulli(``ceil(gamma 2^53) / 2^53``).
+    Randomizers store that value (``gamma`` rounded **up** to the ``2^-53`` grid: more blanket,
+    never less), sample it exactly and compute their eps, estimators and variances from it.
+    """
+    return float(grid_fraction(float(gamma), UNIFORM_PRECISION, "up"))
+
+
+def krr_local_epsilon(k: int, gamma: float) -> float:
+    """Exact eps of k-ary RR with blanket ``gamma`` (keep w.p. ``1 - gamma``, else uniform on ``k``
+    values): ``ln(1 + k (1 - gamma)/gamma)`` in exact arithmetic, rounded up. Binary RR with flip
+    probability ``f`` is ``k = 2``, ``gamma = f``."""
+    g = Fraction(float(gamma))
+    if not 0 < g <= 1:
+        raise ValidationError(f"blanket probability must lie in (0, 1], got {gamma!r}", parameter="gamma")
+    return log_ratio_up(1 + k * (1 - g) / g)
+
+
 def uniform_sum(count: int | np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray | int:
     """Exact sum of ``count`` i.i.d. uniform draws on {0, ..., k-1}: a multinomial over the k values
     (cost O(k), independent of ``count``)."""
@@ -170,6 +194,9 @@ class BinaryRRRandomizer:
     """Binary randomized response with flip probability ``flip``: with probability ``flip`` the report
     is a fair coin, else the true bit (Cheu et al. 2019, Alg. 1). eps_l = ln((1 - flip/2)/(flip/2)).
 
+    ``flip`` is stored as :func:`sampled_blanket` of the argument (the probability the sampler
+    realizes exactly) and ``epsilon`` is the exact eps_l of that value, rounded up.
+
     Exposes ``epsilon`` and ``probabilities(reports, x)`` for the exact ratio check
     (:func:`shuffledp.local.verify.worst_case_log_ratio`).
     """
@@ -177,12 +204,12 @@ class BinaryRRRandomizer:
     def __init__(self, flip: float) -> None:
         if not (0.0 < flip <= 1.0):
             raise ValidationError(f"flip probability must lie in (0, 1], got {flip!r}", parameter="flip")
-        self.flip = float(flip)
-        self.epsilon = math.log((1.0 - flip / 2.0) / (flip / 2.0))
+        self.flip = sampled_blanket(flip)
+        self.epsilon = krr_local_epsilon(2, self.flip)
 
     def randomize(self, values: Any, rng: np.random.Generator) -> dict[str, np.ndarray]:
         x = check_bits(values)
-        coin = rng.random(x.shape[0]) < self.flip
+        coin = rng.random(x.shape[0]) < self.flip  # exact: flip is on the 2^-53 grid
         y = np.where(coin, rng.random(x.shape[0]) < 0.5, x.astype(bool))
         return {"y": y.astype(np.int8)}
 

@@ -31,7 +31,8 @@ from ..core.errors import OutOfDomainError, ValidationError
 from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
 from ..core.validation import check_int_values, check_positive_int, check_real
-from ._common import (BinaryRRRandomizer, check_bits, check_statistic, scalar_estimate, shift_hockey_stick,
+from ._common import (BinaryRRRandomizer, check_bits, check_statistic, sampled_blanket, scalar_estimate,
+                      shift_hockey_stick,
                       split_and_mix_honest_parties, split_and_mix_sigma_at)
 from .base import Messages, Protocol
 
@@ -159,8 +160,10 @@ class CntRR(Protocol):
         #: expected number of randomizing users (Cheu's lambda)
         self.lam = float(lam)
         #: flip probability lambda / n
-        self.flip = self.lam / n_
-        self.randomizer = BinaryRRRandomizer(self.flip)
+        self.randomizer = BinaryRRRandomizer(self.lam / n_)
+        #: flip probability lambda / n as sampled (rounded up to the 2^-53 grid)
+        self.flip = self.randomizer.flip
+        self.lam = self.flip * n_
         #: local epsilon of one report, ln(2n/lambda - 1)
         self.eps_l = self.randomizer.epsilon
 
@@ -297,7 +300,8 @@ class Cnt2M(Protocol):
             raise OutOfDomainError(f"{self.name} needs {what} >= 100 ln(2/delta)/epsilon^2 = {need:.6g}, got {m:.6g}",
                                    parameter="n")
         #: 1 - p: probability that a user does *not* add its noise message
-        self.q_noise = 50.0 * math.log(2.0 / dlt) / (eps**2 * m)
+        # sampled exactly: rounded up to the 2^-53 grid (never less noise than the theorem asks for)
+        self.q_noise = sampled_blanket(50.0 * math.log(2.0 / dlt) / (eps**2 * m))
         #: probability of the extra "1" message
         self.p = 1.0 - self.q_noise
 

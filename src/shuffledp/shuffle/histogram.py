@@ -34,6 +34,7 @@ from ..core.privacy import PrivacyStatement, round_up
 from ..core.validation import check_domain_size, check_int_values, check_positive_int, check_probability
 from ..local.grr import GeneralizedRandomizedResponse
 from ..local.hashing import LocalHashing
+from ._common import sampled_blanket
 from .base import Messages, Protocol, bits_for, n_messages
 
 __all__ = ["HistogramProtocol", "HistKR", "HistMM", "SLH", "MURS", "PRHR", "PUCM", "PROTOCOLS",
@@ -301,7 +302,8 @@ class HistMM(HistogramProtocol):
         if n < n_min:
             raise OutOfDomainError(f"hist_mm needs n >= 400 ln(4/delta)/epsilon^2 = {math.ceil(n_min)} users "
                                    f"for epsilon={eps!r}, delta={delta!r}; got n={n}", parameter="n")
-        self.one_minus_p = 200.0 * math.log(4.0 / delta) / (eps**2 * n) * _MARGIN  # eps' stays <= 1 at eps = 2
+        # eps' stays <= 1 at eps = 2; rounded up to the 2^-53 grid, so 1 - p is sampled exactly
+        self.one_minus_p = sampled_blanket(200.0 * math.log(4.0 / delta) / (eps**2 * n) * _MARGIN)
         self.p = 1.0 - self.one_minus_p
 
     def encode(self, values: Any, rng: np.random.Generator) -> Messages:
@@ -963,6 +965,7 @@ class PUCM(HistogramProtocol):
         if self.gamma > 1.0:
             raise OutOfDomainError(f"pucm needs n >= 90 tau^2 ln(2 tau/delta)/eps^2 = {math.ceil(need)} users "
                                    f"(tau={self.tau}); got n={self.n}", parameter="n")
+        self.gamma = sampled_blanket(self.gamma)  # as sampled: rounded up to the 2^-53 grid
         if public_seed is None:
             public_seed = int(np.random.SeedSequence().entropy % (1 << 63))  # type: ignore[operator]
         self.public_seed = int(public_seed)

@@ -55,8 +55,10 @@ from ..central.distributed import SplitAndMix, split_and_mix_delta, split_and_mi
 from ..central.distributions import simulate_polya
 from ..core.errors import OutOfDomainError, ValidationError
 from ..core.estimate import Estimate
-from ..core.privacy import PrivacyStatement
+from ..core.privacy import PrivacyStatement, round_up
+from ..local.bits import LOG_MARGIN
 from ..core.validation import check_domain_size, check_int_values, check_positive_int, check_real
+from ._common import krr_local_epsilon, sampled_blanket
 from .base import Messages, Protocol, bits_for
 
 __all__ = ["RangeCount", "TreeKRRRandomizer", "OneHotCounters", "Distinct", "UniformityTester", "PUT", "AUT",
@@ -115,10 +117,12 @@ class TreeKRRRandomizer:
 
     def __init__(self, L: int, lams: np.ndarray) -> None:
         self.L = int(L)
-        self.lams = np.asarray(lams, dtype=np.float64)
+        #: blanket probability per level, as sampled (rounded up to the 2^-53 grid)
+        self.lams = np.array([sampled_blanket(v) for v in np.asarray(lams, dtype=np.float64)])
         self.ks = 2 ** np.arange(1, self.L + 1)
-        self.level_eps = np.log1p(self.ks * (1.0 - self.lams) / self.lams)
-        self.epsilon = float(self.level_eps.sum())
+        #: exact eps of each level's report (rounded up)
+        self.level_eps = np.array([krr_local_epsilon(int(k), v) for k, v in zip(self.ks, self.lams)])
+        self.epsilon = round_up(math.fsum(self.level_eps), LOG_MARGIN)  # fsum: correctly rounded
 
     def randomize(self, values: Any, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """Reports as an (n, L) array ``y`` (column l-1 = level l)."""
@@ -211,6 +215,7 @@ class RangeCount(Protocol):
         self.eps0 = np.array(eps0)
         self.lams = self.ks / (np.exp(self.eps0) + self.ks - 1.0)
         self.randomizer = TreeKRRRandomizer(self.L, self.lams)
+        self.lams = self.randomizer.lams
         n_ = self.n
         q = self.lams / self.ks
         p = 1.0 - self.lams + q
@@ -492,7 +497,8 @@ class OneHotCounters(Protocol):
             if honest < need:
                 raise OutOfDomainError(f"{self.name} (bn counters) needs gamma n >= 100 ln(2/(delta/2))/(eps/2)^2 = "
                                        f"{need:.6g}, got {honest:.6g}", parameter="n")
-            self.q_noise = 50.0 * math.log(2.0 / self.delta_coord) / (self.eps_coord**2 * honest)
+            # rounded up to the 2^-53 grid: 1 - q_noise is sampled exactly, never with less noise
+            self.q_noise = sampled_blanket(50.0 * math.log(2.0 / self.delta_coord) / (self.eps_coord**2 * honest))
             self.p = 1.0 - self.q_noise
         else:
             if honest < 1.0 or self.n < 3:

@@ -37,10 +37,11 @@ from ..central.distributed import SplitAndMix, split_and_mix_delta, split_and_mi
 from ..central.distributions import simulate_polya
 from ..core.errors import OutOfDomainError, ValidationError
 from ..core.estimate import Estimate
-from ..core.privacy import PrivacyStatement
+from ..core.privacy import PrivacyStatement, round_up
+from ..local.bits import LOG_MARGIN
 from ..core.validation import check_positive_int, check_real
-from ._common import (check_statistic, check_unit_values, krr_report_variance, krr_sum_given_levels,
-                      randomized_rounding, rounding_parts, scalar_estimate, split_and_mix_honest_parties,
+from ._common import (check_statistic, check_unit_values, krr_local_epsilon, krr_report_variance,
+                      krr_sum_given_levels, randomized_rounding, sampled_blanket, rounding_parts, scalar_estimate, split_and_mix_honest_parties,
                       split_and_mix_sigma_at)
 from .base import Messages, Protocol, bits_for
 
@@ -105,7 +106,7 @@ def _krr_gamma_bound(k: int, epsilon: float, delta: float, n: int, bound: str) -
 
 
 def _krr_statement(k: int, gamma: float, n: int, delta: float, bound: str) -> PrivacyStatement:
-    eps_l = math.log1p(k * (1.0 - gamma) / gamma)
+    eps_l = krr_local_epsilon(k, gamma)
     return shuffle_statement(eps_l, n, delta, "blanket", bound=bound, randomizer="krr", k=k)
 
 
@@ -156,11 +157,15 @@ class _SumProtocol(Protocol):
 
 class _UnaryRRRandomizer:
     """One user's r unary bits ``1[j <= fe_r(x)]``, j = 1..r, each through binary RR with flip
-    probability f. eps_l = r ln((1 - f/2)/(f/2)) (two inputs can differ in all r bits)."""
+    probability f. eps_l = r ln((1 - f/2)/(f/2)) (two inputs can differ in all r bits).
+
+    ``f`` is stored as sampled (:func:`sampled_blanket`); ``bit_epsilon`` and ``epsilon`` are exact
+    for it, rounded up."""
 
     def __init__(self, r: int, flip: float) -> None:
-        self.r, self.flip = r, flip
-        self.epsilon = r * math.log((1.0 - flip / 2.0) / (flip / 2.0))
+        self.r, self.flip = r, sampled_blanket(flip)
+        self.bit_epsilon = krr_local_epsilon(2, self.flip)
+        self.epsilon = round_up(r * self.bit_epsilon, LOG_MARGIN)  # one float product: 2^-53 relative
 
     def randomize(self, values: Any, rng: np.random.Generator) -> dict[str, np.ndarray]:
         x = check_unit_values(values)
@@ -243,8 +248,7 @@ class RSumRR(_SumProtocol):
             if not self.flip < 1.0:
                 raise OutOfDomainError("rsum_rr: Cheu Cor. 4.7 needs every bit randomized (flip >= 1); use a larger "
                                        "n or a smaller precision", parameter="n")
-            self.eps_l_bit = math.log(2.0 / self.flip - 1.0)
-            self.randomizer = _UnaryRRRandomizer(self.r, self.flip)
+            self._use_flip(self.flip)
             return
         try:
             e0 = local_epsilon_for(self.eps_bit, N, self.delta_bit, accounting, **opts)  # type: ignore[arg-type]
@@ -253,8 +257,7 @@ class RSumRR(_SumProtocol):
                                    f"{self.eps_bit:.4g} at delta_b = {self.delta_bit:.3g} ({exc}); use a larger n, a "
                                    "smaller precision or accounting='clones'", parameter="epsilon") from exc
         self.flip = 2.0 / (math.exp(e0) + 1.0)
-        self.eps_l_bit = e0
-        self.randomizer = _UnaryRRRandomizer(self.r, self.flip)
+        self._use_flip(self.flip)
 
     def _init_thm54(self) -> None:
         from .counting import CntRR
@@ -268,8 +271,14 @@ class RSumRR(_SumProtocol):
         if not lam < self.n:
             raise OutOfDomainError("rsum_rr (Cheu Thm 5.4): lambda reaches n", parameter="n")
         self.flip = lam / self.n
-        self.eps_l_bit = math.log(2.0 / self.flip - 1.0)
-        self.randomizer = _UnaryRRRandomizer(self.r, self.flip)
+        self._use_flip(self.flip)
+
+    def _use_flip(self, flip: float) -> None:
+        """Build the randomizer; ``flip`` and the per-bit eps become the sampled flip and its exact eps."""
+        self.randomizer = _UnaryRRRandomizer(self.r, flip)
+        self.flip = self.randomizer.flip
+        #: exact local eps of one bit at the sampled flip (rounded up)
+        self.eps_l_bit = self.randomizer.bit_epsilon
 
     def encode(self, values: Any, rng: np.random.Generator) -> Messages:
         return {"y": self.randomizer.randomize(values, rng)["y"].reshape(-1)}
@@ -353,8 +362,8 @@ class _RoundedKRRRandomizer:
     """fe_k(x) through (k+1)-ary RR with blanket gamma: P(y | x) = (1 - gamma) P(fe_k(x) = y) + gamma/(k+1)."""
 
     def __init__(self, k: int, gamma: float) -> None:
-        self.k, self.gamma = k, gamma
-        self.epsilon = math.log1p((k + 1) * (1.0 - gamma) / gamma)
+        self.k, self.gamma = k, sampled_blanket(gamma)  # the blanket probability sampled exactly
+        self.epsilon = krr_local_epsilon(k + 1, self.gamma)
 
     def randomize(self, values: Any, rng: np.random.Generator) -> dict[str, np.ndarray]:
         x = check_unit_values(values)
@@ -399,6 +408,7 @@ class RSumKR(_SumProtocol):
         self.gamma, self.bound_used = _krr_gamma_bound(self.k + 1, self.epsilon * _CAL, self.delta, self.n,
                                                        self.bound)
         self.randomizer = _RoundedKRRRandomizer(self.k, self.gamma)
+        self.gamma = self.randomizer.gamma
         self.eps_l = self.randomizer.epsilon
 
     def _worst_user_variance(self, k: int, gamma: float) -> float:
@@ -494,7 +504,8 @@ class _RecursiveRandomizer:
 
     def __init__(self, proto: "RSumRM") -> None:
         self.proto = proto
-        self.epsilon = float(sum(math.log1p(K * (1 - g) / g) for K, g in zip(proto.K, proto.gammas)))
+        # fsum is correctly rounded (2^-53 relative): the margin covers it
+        self.epsilon = round_up(math.fsum(krr_local_epsilon(K, g) for K, g in zip(proto.K, proto.gammas)), LOG_MARGIN)
 
     def randomize(self, values: Any, rng: np.random.Generator) -> dict[str, np.ndarray]:
         d = self.proto._digits(check_unit_values(values), rng)
@@ -559,7 +570,7 @@ class RSumRM(_SumProtocol):
         self.eps_level = self.epsilon * _CAL / self.m
         self.delta_level = self.delta / self.m
         picked = [_krr_gamma_bound(K, self.eps_level, self.delta_level, self.n, self.bound) for K in self.K]
-        self.gammas = [g for g, _ in picked]
+        self.gammas = [sampled_blanket(g) for g, _ in picked]  # the blanket probabilities sampled exactly
         #: the blanket bound used per level ("best" picks per level)
         self.level_bounds = [b for _, b in picked]
         self.randomizer = _RecursiveRandomizer(self)
