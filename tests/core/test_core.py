@@ -113,25 +113,3 @@ def test_privacy_statement_str_never_understates(eps, delta):
     for txt, x, sig in ((eps_txt, eps, 6), (delta_txt, delta, 3)):
         exp = Decimal(x).adjusted()
         assert Decimal(txt) - Decimal(x) <= Decimal(10) ** (exp - sig + 1) * Decimal("1.000001")
-
-
-def test_secure_rng_reseeds_from_os_urandom_on_every_call(monkeypatch):
-    from shuffledp.core import rng as rng_mod
-
-    a, b = rng_mod.secure_rng(), rng_mod.secure_rng()
-    assert isinstance(a, np.random.Generator)
-    assert not np.array_equal(a.integers(0, 2**63, 8), b.integers(0, 2**63, 8))  # independent streams
-    calls = []
-
-    def fake_urandom(k):
-        calls.append(k)
-        return bytes(range(k))
-
-    monkeypatch.setattr(rng_mod.os, "urandom", fake_urandom)
-    x, y = rng_mod.secure_rng(), rng_mod.secure_rng()
-    assert calls == [32, 32]  # 256 fresh OS bits per call
-    np.testing.assert_array_equal(x.integers(0, 2**63, 8), y.integers(0, 2**63, 8))  # seeded only by them
-    # production paths get a fresh generator per call and refuse a seed or generator
-    assert as_generator(None, production=True) is not as_generator(None, production=True)
-    with pytest.raises(ValidationError):
-        as_generator(5, production=True)

@@ -2,14 +2,18 @@
 
 - Simulation and experiments pass an explicit, seeded :class:`numpy.random.Generator`
   (reproducible): :func:`simulation_rng`.
-- Clients and services draw a generator seeded from the OS (:func:`secure_rng`); they never
-  accept a seed (:func:`as_generator` with ``production=True`` refuses one).
-- numpy's bit generators are **not** cryptographically secure: PCG64's state can in principle be
-  recovered from enough of its raw output. A report reveals a function of the randomizer's draws,
-  so one generator must not be reused across many reports that an observer may see: call
-  :func:`secure_rng` afresh for every encode call (one batch, typically one user's report) and
-  drop it afterwards. Each call re-seeds from 256 fresh bits of ``os.urandom``, so batches are
-  independent and nothing learned from one batch says anything about another.
+- Clients and services draw a **cryptographically secure** generator (:func:`secure_rng`): a
+  numpy :class:`~numpy.random.Generator` over a counter-mode block or stream cipher from
+  ``randomgen`` -- AES-128 in counter mode (:class:`randomgen.AESCounter`) where the CPU has AES
+  instructions, else ChaCha20 (:class:`randomgen.ChaCha`, 20 rounds) -- keyed with fresh bytes of
+  ``os.urandom``. Its output cannot be predicted from earlier output without the key, unlike
+  PCG64's, whose state can be recovered from its raw output. They never accept a seed
+  (:func:`as_generator` with ``production=True`` refuses one).
+- One generator per encode call (one batch, typically one user's report): the whole vectorized
+  randomizer runs on it, so encoding costs about what it cost with PCG64
+  (``benchmarks/client_rng.py``, ``docs/benchmarks.md``).
+- The uniforms of these generators are ``k / 2^53`` like PCG64's, so the exact samplers of
+  :mod:`shuffledp.local` (thresholds on the ``2^-53`` grid) stay exact on them.
 - Central noise on a release path uses exact integer samplers fed by :mod:`secrets`
   (see ``shuffledp.central``), not numpy floats.
 """
@@ -19,10 +23,16 @@ from __future__ import annotations
 import os
 
 import numpy as np
+from randomgen import AESCounter, ChaCha
 
 from .errors import ValidationError
 
-__all__ = ["simulation_rng", "secure_rng", "as_generator"]
+__all__ = ["simulation_rng", "secure_rng", "as_generator", "SECURE_BIT_GENERATORS", "AES_HARDWARE"]
+
+#: The cryptographic bit generators :func:`secure_rng` may return.
+SECURE_BIT_GENERATORS = (AESCounter, ChaCha)
+#: Whether this CPU has AES instructions (then :func:`secure_rng` uses AES-128-CTR, else ChaCha20).
+AES_HARDWARE = bool(AESCounter(key=0).use_aesni)
 
 
 def simulation_rng(seed: int | None = None) -> np.random.Generator:
@@ -31,25 +41,25 @@ def simulation_rng(seed: int | None = None) -> np.random.Generator:
 
 
 def secure_rng() -> np.random.Generator:
-    """A fresh generator seeded with 256 bits from ``os.urandom`` (for clients/services).
+    """A fresh cryptographically secure generator keyed from ``os.urandom`` (for clients/services).
 
-    **Use it for one encode call (one batch) only**, then drop it: the bit generator (PCG64) is
-    statistically strong but *not* a cryptographically secure generator, so a generator shared by
-    many reports could in principle let an observer of those reports reconstruct its state. Every
-    call re-seeds from the OS, so separate calls are independent. Anything whose secrecy a
-    guarantee rests on (the shuffle permutation, see
-    :func:`shuffledp.shuffle.shuffler.csprng_permutation`; central noise, see ``shuffledp.central``)
-    reads :func:`os.urandom` directly instead.
+    With AES instructions: AES-128 in counter mode (:class:`randomgen.AESCounter`) keyed with 128
+    bits of ``os.urandom`` (AES-128's key size); otherwise ChaCha20 (:class:`randomgen.ChaCha`,
+    ``rounds=20``) keyed with 256 bits of ``os.urandom``. Counter at 0; the key is set directly,
+    not derived through a seeding PRNG. Both are numpy bit generators, so every randomizer runs on
+    them unchanged and vectorized. Call it once per encode call and drop the generator afterwards.
     """
-    seed = int.from_bytes(os.urandom(32), "little")
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
+    if AES_HARDWARE:
+        return np.random.Generator(AESCounter(key=int.from_bytes(os.urandom(16), "little")))
+    return np.random.Generator(ChaCha(key=int.from_bytes(os.urandom(32), "little"), rounds=20))
 
 
 def as_generator(rng: np.random.Generator | int | None, *, production: bool = False) -> np.random.Generator:
     """Normalise an ``rng`` argument.
 
     In simulation (``production=False``) an int seeds a generator and ``None`` draws an OS seed.
-    In production an explicit seed is refused: only ``None`` (OS-seeded) is accepted.
+    In production an explicit seed is refused: only ``None`` is accepted, and the generator is
+    :func:`secure_rng`'s (cryptographic, keyed from ``os.urandom``).
     """
     if production:
         if rng is not None:

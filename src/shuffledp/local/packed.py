@@ -35,6 +35,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
+import randomgen
 
 from ..core.errors import ValidationError
 
@@ -81,8 +82,10 @@ def dyadic_digits(q: float, max_digits: int = MAX_DIGITS) -> list[int]:
     return [(m >> (k - 1 - i)) & 1 for i in range(k)]
 
 
-#: Bit generators whose ``random_raw`` returns full 64-bit words (MT19937's returns 32-bit values).
-_RAW64 = (np.random.PCG64, np.random.PCG64DXSM, np.random.SFC64, np.random.Philox)
+#: Bit generators whose ``random_raw`` returns full 64-bit words (MT19937's returns 32-bit values),
+#: including the cryptographic ones of :func:`shuffledp.core.rng.secure_rng` (randomgen's counter modes).
+_RAW64 = (np.random.PCG64, np.random.PCG64DXSM, np.random.SFC64, np.random.Philox,
+          randomgen.AESCounter, randomgen.ChaCha)
 
 
 def random_words(rng: np.random.Generator):

@@ -3,7 +3,8 @@
 - Configuration and HPKE keys are fetched from the **analyzer** origin (never the shuffler: a
   shuffler serving keys could substitute its own and read every report). The configuration's
   digest is recomputed and checked; test-only mechanisms are refused unless explicitly allowed.
-- Randomness comes from :func:`shuffledp.core.rng.secure_rng` (OS-seeded); the SDK takes no seed.
+- Randomness comes from :func:`shuffledp.core.rng.secure_rng`: a cryptographic bit generator
+  (AES-128-CTR or ChaCha20) keyed from ``os.urandom``, a fresh one per report; the SDK takes no seed.
 - Per-client budget (Apple-style caps): at most ``max_reports_per_window`` reports per batch window
   and ``max_reports_per_day`` per UTC day, per task, recorded in a local SQLite ledger **before**
   the report is queued; exceeding raises :class:`BudgetExceededError`. With ``memoize`` the
@@ -109,13 +110,13 @@ def encode_reports(cfg: TaskConfig, values: Any, now: float, rng: None = None, m
     Each row is one client's report: the mechanism's eps-LDP output, a fresh 16-byte random
     report id, and the client time truncated to ``time_precision``.
 
-    For encoding **many simulated clients in one process** (the demo, benchmarks): one OS-seeded
-    generator covers the whole call, and PCG64 is not a CSPRNG, so an observer of all these reports
-    could in principle learn its state. A real client encodes through :class:`ShuffleDPClient`,
-    which draws a fresh OS-seeded generator for every report.
+    For encoding **many simulated clients in one process** (the demo, benchmarks): one
+    cryptographic generator (:func:`shuffledp.core.rng.secure_rng`, keyed from ``os.urandom``)
+    covers the whole vectorized call. A real client encodes through :class:`ShuffleDPClient`,
+    which draws a fresh one for every report.
     """
     mech = mech or cfg.mechanism_object()
-    rng = as_generator(rng, production=True)  # OS-seeded; a seed or generator is refused
+    rng = as_generator(rng, production=True)  # secure_rng(): CSPRNG keyed from os.urandom; no seed accepted
     reports = mech.randomize(values, rng)
     n = next(iter(reports.values())).shape[0]
     ids = np.frombuffer(secrets.token_bytes(16 * n), dtype=np.uint8).reshape(n, 16)
