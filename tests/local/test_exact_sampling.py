@@ -182,3 +182,27 @@ def test_epsilon_below_the_grid_is_refused():
     with pytest.raises(ValidationError) as info:
         GeneralizedRandomizedResponse(1e-17, 2)
     assert info.value.parameter == "epsilon"
+
+
+@pytest.mark.parametrize("h,m", [(1, 1997), (1, 8976), (2, 53_988), (3, 53_988)])
+def test_rappor_f_check_is_exact(h, m):
+    """RAPPOR's PRR bits are sampled exactly (dyadic f), and the longitudinal bound
+    eps_inf = 2h ln((1-f/2)/(f/2)) <= epsilon is now decided exactly, not by a float logarithm
+    that can land an ulp below the true value (the old guard accepted f with eps_inf > epsilon)."""
+    from shuffledp.local.rappor import Rappor, rappor_f_for_epsilon
+
+    f = m / 2**20
+    r = (2 - Fraction(f)) / Fraction(f)
+    true = _CTX.multiply(2 * h, _ln(r))
+    below = float(true)
+    if Decimal(below) > true:
+        below = math.nextafter(below, 0.0)
+    above = math.nextafter(below, math.inf)
+    assert Decimal(below) < true < Decimal(above)
+    with pytest.raises(ValidationError) as info:
+        Rappor(below, 8, k=16, h=h, f=f)
+    assert info.value.parameter == "f"
+    assert Rappor(above, 8, k=16, h=h, f=f).f == f
+    f_auto = rappor_f_for_epsilon(below, h)
+    r_auto = (2 - Fraction(f_auto)) / Fraction(f_auto)
+    assert f_auto > f and _CTX.multiply(2 * h, _ln(r_auto)) <= Decimal(below)

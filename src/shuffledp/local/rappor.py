@@ -51,6 +51,8 @@ coins come from the caller's generator plus a memo table instead of HMAC-SHA256(
 from __future__ import annotations
 
 import math
+from decimal import Context, Decimal
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -66,6 +68,8 @@ __all__ = ["Rappor", "rappor_f_for_epsilon", "bloom_hash"]
 
 #: Grid of the PRR probability f (and of p, q): multiples of 2^-PRECISION.
 PRECISION = 20
+#: 50-digit arithmetic for the exact eps_inf <= epsilon check.
+_DEC = Context(prec=50)
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -99,9 +103,26 @@ def rappor_f_for_epsilon(epsilon: float, h: int, precision: int = PRECISION) -> 
     raw = 2.0 / (1.0 + math.exp(epsilon / (2.0 * h)))
     f = dyadic(min(1.0, raw), precision, "up")
     step = 2.0**-precision
-    while f < 1.0 and _eps_inf(f, h) > epsilon:  # float guard (at most one step in practice)
+    while f < 1.0 and not _eps_inf_within(f, h, epsilon):  # exact check (at most one step in practice)
         f = min(1.0, f + step)
     return f
+
+
+def _eps_inf_within(f: float, h: int, epsilon: float) -> bool:
+    """Whether ``2 h ln((1 - f/2)/(f/2)) <= epsilon`` for a dyadic ``f``, decided exactly.
+
+    ``f = a / 2^K`` makes the ratio ``(2^(K+1) - a) / a`` an exact rational; its logarithm is taken
+    to 50 significant digits (:mod:`decimal`) and compared with the exact binary value of
+    ``epsilon``. ``ln`` of a rational other than 1 is transcendental, so it never equals a float, and
+    50 digits decide every comparison a float can pose. No float logarithm decides it.
+    """
+    if f >= 1.0:
+        return True
+    if f <= 0.0:
+        return False
+    ratio = (2 - Fraction(f)) / Fraction(f)
+    ln = _DEC.ln(Decimal(ratio.numerator)) - _DEC.ln(Decimal(ratio.denominator))
+    return _DEC.multiply(2 * h, ln) <= Decimal(epsilon)
 
 
 def _eps_inf(f: float, h: int) -> float:
@@ -293,7 +314,7 @@ class Rappor(FrequencyOracle):
             self.f = rappor_f_for_epsilon(self.epsilon, self.h)
         else:
             self.f = dyadic(check_probability(f, "f", open_low=True), PRECISION, "up")
-            if _eps_inf(self.f, self.h) > self.epsilon:
+            if not _eps_inf_within(self.f, self.h, self.epsilon):
                 raise ValidationError(
                     f"f={f} gives eps_inf = 2h ln((1-f/2)/(f/2)) = {_eps_inf(self.f, self.h):.6g} > epsilon="
                     f"{self.epsilon}; use f >= {rappor_f_for_epsilon(self.epsilon, self.h):.6g} or omit f",

@@ -50,7 +50,7 @@ from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement, round_up
 from ..core.validation import check_int_values, check_positive_int
 from .base import FrequencyOracle, Reports
-from .bits import packed_bits_at, set_bits
+from .bits import grid_fraction, packed_bits_at, set_bits
 from .packed import bernoulli_packed_lazy, packed_column_sums_swar, popcount_rows
 
 __all__ = ["UnaryEncoding", "SymmetricUnaryEncoding", "OptimizedUnaryEncoding", "MAX_PRECISION"]
@@ -64,9 +64,7 @@ _ROWS = 1 << 16
 
 
 def _round_to_grid(v: float, k: int, direction: str) -> Fraction:
-    scale = 1 << k
-    m = math.ceil(v * scale) if direction == "up" else math.floor(v * scale)  # v * 2^k is exact
-    return Fraction(min(scale, max(0, m)), scale)
+    return grid_fraction(v, k, direction)
 
 
 class UnaryEncoding(FrequencyOracle):
