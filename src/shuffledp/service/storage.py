@@ -24,7 +24,8 @@ from sqlalchemy import (BigInteger, Column, Float, Index, Integer, LargeBinary, 
                         String, Table, Text, create_engine, event)
 from sqlalchemy.engine import Engine
 
-__all__ = ["metadata", "make_engine", "upgrade", "insert_ignore", "existing_report_ids", "insert_report_ids"]
+__all__ = ["metadata", "make_engine", "read_connection", "upgrade", "insert_ignore", "existing_report_ids",
+           "insert_report_ids"]
 
 metadata = MetaData()
 
@@ -55,10 +56,15 @@ shuffler_batches = Table(
     Column("crowd_id", LargeBinary, nullable=False),
     Column("window", BigInteger, nullable=False),
     Column("n", Integer, nullable=False),
-    Column("state", String(16), nullable=False),      # ready | retrying | delivered | rejected
+    # forming | ready | retrying | delivered | rejected | discarded (| expired: rejected before 0005)
+    Column("state", String(16), nullable=False),
     Column("attempts", Integer, nullable=False, default=0),
     Column("next_attempt_at", Float, nullable=False, default=0.0),
     Column("last_error", Text),
+    # migration 0005: while ``state = 'forming'``, the SHA-256 digests (32 bytes each) of the pending
+    # reports the batch takes, released ones (positions 0..n-1, CSPRNG order) then noise-dropped ones;
+    # NULL once the batch is formed (shuffler._form_batches moves the reports in bounded chunks)
+    Column("members", LargeBinary, nullable=True),
     Index("ix_batches_state", "state"),
     Index("ix_shuffler_batches_task", "task_id", "state", "window"),
 )
@@ -173,12 +179,24 @@ def make_engine(url: str) -> Engine:
 
         @event.listens_for(eng, "begin")
         def _on_begin(conn):  # pragma: no cover
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            # a read-only connection (read_connection) takes a deferred snapshot: in WAL mode it
+            # never blocks, and is never blocked by, the writer
+            conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get(READ_ONLY) else "BEGIN IMMEDIATE")
 
         return eng
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url[len("postgresql://"):]
     return create_engine(url, pool_pre_ping=True)
+
+
+READ_ONLY = "shuffledp_read_only"
+
+
+def read_connection(engine: Engine):
+    """A connection for reads only: on SQLite its transactions are deferred (``BEGIN``), not
+    ``BEGIN IMMEDIATE``, so a long read (a large pending pool) holds no write lock and ingestion
+    proceeds; on PostgreSQL an ordinary READ COMMITTED connection. Use as a context manager."""
+    return engine.connect().execution_options(**{READ_ONLY: True})
 
 
 def alembic_config(connection: Any = None) -> Any:
