@@ -58,8 +58,9 @@ from ..shuffle.shuffler import csprng_permutation
 from .config import TaskConfig
 from .client_auth import ClientTokens, RateLimiter
 from .http_common import Problem, check_bearer, install_problem_handlers, sign_request
-from .storage import (insert_ignore, make_engine, read_connection, shuffler_batch_items, shuffler_batches,
-                      shuffler_counters, shuffler_pending, shuffler_tasks, upgrade)
+from .storage import (delete_pending_digests, insert_ignore, make_engine, move_pending_to_batch, read_connection,
+                      shuffler_batch_items, shuffler_batches, shuffler_counters, shuffler_pending, shuffler_tasks,
+                      upgrade)
 from .wire import (ALLOWED_SUITES, MAX_UPLOAD_BYTES, MAX_UPLOAD_REPORTS, Batch, DecodeError,
                    batch_id_from_digests, decode_upload, encode_batch, parse_header)
 
@@ -73,7 +74,10 @@ MAX_BODY_BYTES = MAX_UPLOAD_BYTES
 COUNTER_NAME_LEN = shuffler_counters.c.name.type.length  # String(64) (storage.py, migration 0001)
 #: reports moved from pending to a batch (or deleted) per write transaction: bounds how long
 #: batch formation, expiry and retention hold the database's write lock
-FORM_CHUNK = 2000
+FORM_CHUNK = 500
+#: pause between two such transactions, so an upload waiting for the write lock gets it (a
+#: threading.Lock is not fair: without the pause the batcher re-takes it at once)
+FORM_YIELD_SECONDS = 0.002
 DIGEST_LEN = 32
 #: analyzer answers that refuse the batch's content (malformed body, id/content mismatch, fewer
 #: reports than the task's minimum, body too large): re-sending the same bytes cannot succeed
@@ -325,7 +329,7 @@ class ShufflerState:
                     shuffler_batches.c.task_id == task_id,
                     shuffler_batches.c.state.in_(("ready", "retrying", "rejected")),
                     shuffler_batches.c.window < h).group_by(shuffler_batches.c.state)).all())
-            n_pending = self._delete_pending_chunked(task_id, old, "expired_retention")
+            n_pending = self._delete_pending_chunked(task_id, b"".join(old), "expired_retention")
             n_owed, n_rej = int(owed.get("ready", 0)) + int(owed.get("retrying", 0)), int(owed.get("rejected", 0))
             if n_owed:
                 log.warning("%d undelivered batch(es) are past retention; kept until the analyzer acknowledges",
@@ -352,48 +356,56 @@ class ShufflerState:
                 continue
             bw = cfg.batch_window
             closed = int((now - self.close_delay) // bw) - (0 if close_current else 1)
-            # the pool: digests and windows only, from a read snapshot (no write lock). Only this
-            # thread (under work_lock) deletes pending rows, so none of these disappears meanwhile;
-            # rows that arrive meanwhile simply stay pending for the next round.
-            with read_connection(self.engine) as c:
-                rows = c.execute(select(shuffler_pending.c.envelope_digest, shuffler_pending.c.window).where(
-                    shuffler_pending.c.task_id == task_id, shuffler_pending.c.crowd_id == crowd,
-                    shuffler_pending.c.window <= closed)).all()
-            if not rows:
-                continue
-            n = len(rows)
-            digests = np.frombuffer(b"".join(bytes(r[0]) for r in rows), dtype=np.uint8).reshape(n, DIGEST_LEN)
-            windows = np.fromiter((int(r[1]) for r in rows), dtype=np.int64, count=n)
-            del rows
-            bid = None
-            with self.write_lock, self.engine.begin() as c:
+            in_pool = (shuffler_pending.c.task_id == task_id, shuffler_pending.c.crowd_id == crowd,
+                       shuffler_pending.c.window <= closed)
+            # The pool is read from one snapshot without any write lock: first its size, then (only
+            # to release it) its digests and windows. Only this thread, under work_lock, deletes
+            # pending rows, so the snapshot's rows are all still pending when the batch takes them.
+            with read_connection(self.engine, snapshot=True) as rc:
+                n = int(rc.execute(select(func.count()).select_from(shuffler_pending).where(*in_pool)).scalar_one())
+                if n == 0:
+                    continue
+                drop = 0
                 if cfg.drop_noise is not None:
                     # each evaluation of a pool is a DP release: at most once per closed window
-                    if not self._claim_evaluation(c, task_id, crowd, closed):
-                        continue
-                drop = 0
-                if cfg.drop_noise is not None:   # DP random drop (exact sampler, spec §6.7.4)
-                    from .drop import sample_drop
+                    # (claimed and committed first; a crash before the batch is recorded only
+                    # delays the pool to the next window)
+                    with self.write_lock, self.engine.begin() as c:
+                        if not self._claim_evaluation(c, task_id, crowd, closed):
+                            continue
+                    from .drop import sample_drop   # DP random drop (exact sampler, spec §6.7.4)
                     drop = sample_drop(n, cfg.drop_noise["eps"], cfg.drop_noise["delta"])
                 elif self.drop_noise is not None:
                     drop = min(n, max(0, int(self.drop_noise(n))))
-                if n - drop >= cfg.min_batch_size:
-                    perm = csprng_permutation(n)   # the one CSPRNG permutation
-                    dropped, kept = perm[:drop], perm[drop:]
-                    kept_digests = digests[kept].tobytes()
-                    window = int(windows[kept].max())
-                    bid = batch_id_from_digests(task_id, crowd, window, kept_digests)
-                    c.execute(insert_ignore(self.engine, shuffler_batches), [{
-                        "batch_id": bid, "task_id": task_id, "crowd_id": crowd, "window": window,
-                        "n": len(kept), "state": "forming", "attempts": 0, "next_attempt_at": 0.0,
-                        "last_error": None, "members": kept_digests + digests[dropped].tobytes()}])
-            if bid is not None:
-                self._finish_batch(bid)
-                made += 1
-            else:
-                oldest_allowed = closed - cfg.max_wait_windows + 1
-                old = digests[windows < oldest_allowed]
-                self._delete_pending_chunked(task_id, [d.tobytes() for d in old], "expired")
+                release = n - drop >= cfg.min_batch_size
+                if release:
+                    rows = rc.execute(select(shuffler_pending.c.envelope_digest, shuffler_pending.c.window)
+                                      .where(*in_pool)).all()
+                else:
+                    oldest_allowed = closed - cfg.max_wait_windows + 1
+                    rows = rc.execute(select(shuffler_pending.c.envelope_digest, shuffler_pending.c.window)
+                                      .where(*in_pool[:2], shuffler_pending.c.window < oldest_allowed)).all()
+            m = len(rows)
+            digests = np.frombuffer(b"".join(bytes(r[0]) for r in rows), dtype=np.uint8).reshape(m, DIGEST_LEN)
+            windows = np.fromiter((int(r[1]) for r in rows), dtype=np.int64, count=m)
+            del rows
+            if not release:
+                self._delete_pending_chunked(task_id, digests.tobytes(), "expired")
+                continue
+            if m != n:   # cannot happen with one snapshot; refuse to release something else than evaluated
+                raise RuntimeError(f"pool snapshot changed between count ({n}) and read ({m})")
+            perm = csprng_permutation(n)   # the one CSPRNG permutation
+            dropped, kept = perm[:drop], perm[drop:]
+            kept_digests = digests[kept].tobytes()
+            window = int(windows[kept].max())
+            bid = batch_id_from_digests(task_id, crowd, window, kept_digests)
+            with self.write_lock, self.engine.begin() as c:
+                c.execute(insert_ignore(self.engine, shuffler_batches), [{
+                    "batch_id": bid, "task_id": task_id, "crowd_id": crowd, "window": window,
+                    "n": len(kept), "state": "forming", "attempts": 0, "next_attempt_at": 0.0,
+                    "last_error": None, "members": kept_digests + digests[dropped].tobytes()}])
+            self._finish_batch(bid)
+            made += 1
         return made
 
     def _finish_forming(self) -> int:
@@ -411,38 +423,34 @@ class ShufflerState:
         Positions ``0..n-1`` of the member list are the released reports in batch order, the rest
         the noise-dropped ones (deleted). Each chunk's insert and delete commit together, so every
         member is at every moment either pending or in the batch; positions already in the batch
-        (a previous, interrupted run) are skipped. The last transaction marks the batch ``ready``.
+        (a previous, interrupted run) are kept as they are. The last transaction marks the batch
+        ``ready`` and clears the member list.
         """
         with read_connection(self.engine) as c:
             b = c.execute(select(shuffler_batches.c.task_id, shuffler_batches.c.n, shuffler_batches.c.state,
                                  shuffler_batches.c.members).where(shuffler_batches.c.batch_id == bid)).first()
             if b is None or b.state != "forming":
                 return
-            done = {int(r[0]) for r in c.execute(select(shuffler_batch_items.c.pos).where(
-                shuffler_batch_items.c.batch_id == bid))}
         task_id, n, members = bytes(b.task_id), int(b.n), bytes(b.members)
         total = len(members) // DIGEST_LEN
         for s in range(0, total, FORM_CHUNK):
-            span = range(s, min(s + FORM_CHUNK, total))
-            dig = {p: members[p * DIGEST_LEN:(p + 1) * DIGEST_LEN] for p in span if p not in done}
-            if not dig:
-                continue
-            move = {d: p for p, d in dig.items() if p < n}
+            e = min(s + FORM_CHUNK, total)
+            chunk = members[s * DIGEST_LEN:e * DIGEST_LEN]
             with self.write_lock, self.engine.begin() as c:
-                if move:
-                    found = {bytes(r[0]): r[1] for r in c.execute(
-                        select(shuffler_pending.c.envelope_digest, shuffler_pending.c.envelope).where(
-                            shuffler_pending.c.task_id == task_id,
-                            shuffler_pending.c.envelope_digest.in_(list(move))))}
-                    if len(found) != len(move):
-                        # only this thread deletes pending rows; a member can be missing only if the
-                        # database was changed behind the shuffler's back
-                        raise RuntimeError(f"{len(move) - len(found)} member(s) of a forming batch are neither "
-                                           "pending nor in the batch")
-                    c.execute(insert_ignore(self.engine, shuffler_batch_items),
-                              [{"batch_id": bid, "pos": move[d], "envelope": e} for d, e in found.items()])
-                c.execute(delete(shuffler_pending).where(shuffler_pending.c.task_id == task_id,
-                                                         shuffler_pending.c.envelope_digest.in_(list(dig.values()))))
+                if s < n:
+                    kept = chunk[:(min(e, n) - s) * DIGEST_LEN]
+                    if move_pending_to_batch(c, task_id, bid, s, kept) < len(kept) // DIGEST_LEN:
+                        # some positions were moved by an interrupted run; every one must be there now
+                        have = int(c.execute(select(func.count()).select_from(shuffler_batch_items).where(
+                            shuffler_batch_items.c.batch_id == bid, shuffler_batch_items.c.pos >= s,
+                            shuffler_batch_items.c.pos < min(e, n))).scalar_one())
+                        if have != min(e, n) - s:
+                            # only this thread deletes pending rows: a member can be neither pending
+                            # nor in the batch only if the database was changed behind the shuffler
+                            raise RuntimeError(f"{min(e, n) - s - have} member(s) of a forming batch are "
+                                               "neither pending nor in the batch")
+                delete_pending_digests(c, task_id, chunk)
+            time.sleep(FORM_YIELD_SECONDS)
         with self.write_lock, self.engine.begin() as c:
             r = c.execute(update(shuffler_batches).where(shuffler_batches.c.batch_id == bid,
                                                          shuffler_batches.c.state == "forming")
@@ -451,16 +459,15 @@ class ShufflerState:
                 self._bump(c, task_id, "released", n)
                 self._bump(c, task_id, "dropped_noise", total - n)
 
-    def _delete_pending_chunked(self, task_id: bytes, digests: list[bytes], counter: str) -> int:
-        """Delete pending rows FORM_CHUNK per transaction, each chunk counted under ``counter``."""
+    def _delete_pending_chunked(self, task_id: bytes, digests: bytes, counter: str) -> int:
+        """Delete pending rows (concatenated digests) FORM_CHUNK per transaction, each chunk counted."""
         deleted = 0
-        for s in range(0, len(digests), FORM_CHUNK):
+        for s in range(0, len(digests), FORM_CHUNK * DIGEST_LEN):
             with self.write_lock, self.engine.begin() as c:
-                k = c.execute(delete(shuffler_pending).where(
-                    shuffler_pending.c.task_id == task_id,
-                    shuffler_pending.c.envelope_digest.in_(digests[s:s + FORM_CHUNK]))).rowcount or 0
+                k = delete_pending_digests(c, task_id, digests[s:s + FORM_CHUNK * DIGEST_LEN])
                 self._bump(c, task_id, counter, k)
             deleted += k
+            time.sleep(FORM_YIELD_SECONDS)
         return deleted
 
     def _forward_due(self, now: float | None = None) -> dict:
