@@ -339,3 +339,43 @@ def test_sdk_flush_never_raises_for_an_envelope_the_format_cannot_carry(tmp_path
         assert cl.stats()["refused:reportTooLarge"] == 1
     finally:
         cl.close()
+
+
+# ---------------------------------------------------------------------- migration 0005
+@pytest.fixture(params=STORAGES)
+def shuffler_url(request, tmp_path):
+    with storage_urls(request.param, tmp_path, roles=("shuffler",)) as (u,):
+        yield u
+
+
+def test_migration_0005_adds_members_keeping_batches_and_refuses_to_drop_a_forming_batch(shuffler_url):
+    from alembic import command
+
+    import shuffledp.service.storage as storage
+    eng = storage.make_engine(shuffler_url)
+    try:
+        with eng.begin() as conn:
+            command.upgrade(storage.alembic_config(conn), "0004")
+        # a 0004 table has no members column: insert through driver SQL
+        with eng.begin() as conn:
+            ph = "%s" if eng.dialect.name == "postgresql" else "?"
+            conn.exec_driver_sql(f"INSERT INTO shuffler_batches (batch_id, task_id, crowd_id, \"window\", n, state, "
+                                 f"attempts, next_attempt_at, last_error) VALUES ({ph}, {ph}, {ph}, 5, 3, 'rejected', "
+                                 f"1, 0.0, 'HTTP 400')", (b"\x01" * 32, b"\x02" * 32, b""))
+        storage.upgrade(eng)
+        with eng.connect() as conn:
+            row = conn.execute(select(shuffler_batches)).one()
+            assert row.state == "rejected" and row.n == 3 and row.members is None
+        with eng.begin() as conn:
+            conn.execute(shuffler_batches.update().values(state="forming", members=b"\x03" * 32))
+        with pytest.raises(RuntimeError, match="still forming"):
+            with eng.begin() as conn:
+                command.downgrade(storage.alembic_config(conn), "0004")
+        with eng.begin() as conn:
+            conn.execute(shuffler_batches.update().values(state="ready", members=None))
+        with eng.begin() as conn:
+            command.downgrade(storage.alembic_config(conn), "0004")
+        with eng.connect() as conn:
+            assert conn.exec_driver_sql("SELECT count(*) FROM shuffler_batches").scalar_one() == 1
+    finally:
+        eng.dispose()
