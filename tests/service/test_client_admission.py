@@ -7,7 +7,6 @@ import os
 import struct
 
 import httpx
-import numpy as np
 import pytest
 
 from shuffledp.service.client import ShuffleDPClient, fetch_task
