@@ -6,8 +6,15 @@
   batch, in process, pinned to one core (``--repeat`` fresh analyzers and batches; best and
   median); plus the HPKE open rate alone, per envelope (``open_report``) and batched as ingest
   does it (``open_reports``), and the bare X25519 exchange that bounds both.
+- ``--pending N`` (alone): latency of one-report uploads (p50/p99/max, one client paced at 25/s)
+  while the shuffler holds N pending reports in closed windows, in two phases: *evaluate* (a
+  pool below its threshold, looked at by the batcher every second for 20 s) and *release* (the
+  N-report pool shuffled into one batch while uploads go on). The pending reports are envelopes
+  with a valid header and random body (the shuffler does not decrypt); the analyzer URL the
+  shuffler forwards to is a closed port, so only the shuffler's own work is timed.
 
 Usage: PYTHONPATH=src python benchmarks/service.py [--n 20000] [--threads 4] [--batch 500] [--repeat 3]
+       PYTHONPATH=src python benchmarks/service.py --pending 200000
 """
 
 from __future__ import annotations
@@ -28,7 +35,78 @@ from rich.table import Table
 from shuffledp.service.analyzer import AnalyzerState, ingest_batch
 from shuffledp.service.client import encode_reports, fetch_task, seal_many, upload
 from shuffledp.service.harness import Deployment
-from shuffledp.service.wire import Batch, batch_id, encode_batch, open_report, open_reports
+from shuffledp.service.wire import Batch, batch_id, encode_batch, encode_upload, open_report, open_reports
+
+
+def _header_only_envelopes(env_len: int, key_id: int, k: int) -> list[bytes]:
+    import struct
+    hdr = struct.pack(">BHHH", key_id, 0x20, 1, 1)   # X25519 / HKDF-SHA256 / AES-128-GCM
+    raw = os.urandom(k * (env_len - 7))
+    return [hdr + raw[i * (env_len - 7):(i + 1) * (env_len - 7)] for i in range(k)]
+
+
+def upload_latency_with_pending(n_pending: int, phase: str, seconds: float = 20.0, rate: float = 25.0) -> dict:
+    """Upload latencies (s) of one paced client while the shuffler holds ``n_pending`` reports."""
+    with tempfile.TemporaryDirectory() as tmp:
+        dep = Deployment(Path(tmp), tick_seconds=1.0 if phase == "evaluate" else 3600)
+        dep.shuffler.extra_args += ["--close-delay", "-86400"]   # the current (daily) window counts as closed
+        dep.start()
+        try:
+            r = dep.http.post(f"{dep.analyzer.url}/v1/tasks", headers=dep.admin(), json={
+                "name": "latency", "mechanism": {"kind": "frequency", "name": "grr", "epsilon": 2.0,
+                                                 "params": {"d": 64}},
+                "target_central": {"eps": 1.0, "delta": 1e-8},
+                "min_batch_size_floor": 10**8 if phase == "evaluate" else 1000})
+            r.raise_for_status()
+            created = r.json()
+            dep.register(created, analyzer_url_for_shuffler="http://127.0.0.1:9")   # nothing listens there
+            key_id = dep.http.get(f"{dep.analyzer.url}/v1/hpke-key-ids").json()["accepting"][0]
+            from shuffledp.service.config import TaskConfig
+            el = TaskConfig.from_json(created["config"]).envelope_len
+            url = f"{dep.shuffler.url}/v1/tasks/{created['task_id']}/reports"
+            for s in range(0, n_pending, 10_000):
+                dep.http.post(url, content=encode_upload(
+                    [(b"", e) for e in _header_only_envelopes(el, key_id, min(10_000, n_pending - s))])
+                ).raise_for_status()
+            out: dict = {}
+            ticker = None
+            if phase == "release":
+                def tick() -> None:
+                    t1 = time.perf_counter()
+                    out["tick"] = dep.tick(close_current=True)
+                    out["tick_s"] = time.perf_counter() - t1
+                ticker = threading.Thread(target=tick)
+            c = httpx.Client(timeout=120)
+            lats: list[float] = []
+            t_end = time.time() + seconds
+            if ticker is not None:
+                ticker.start()
+            while time.time() < t_end or (ticker is not None and ticker.is_alive()):
+                body = encode_upload([(b"", _header_only_envelopes(el, key_id, 1)[0])])
+                t1 = time.perf_counter()
+                c.post(url, content=body).raise_for_status()
+                lats.append(time.perf_counter() - t1)
+                time.sleep(max(0.0, 1 / rate - lats[-1]))
+            if ticker is not None:
+                ticker.join()
+            c.close()
+            lats.sort()
+            q = lambda f: lats[min(len(lats) - 1, int(f * len(lats)))]   # noqa: E731
+            return {"uploads": len(lats), "p50": q(0.5), "p99": q(0.99), "max": lats[-1], **out}
+        finally:
+            dep.stop()
+
+
+def pending_main(n_pending: int) -> None:
+    con = Console()
+    tab = Table(title=f"one-report upload latency with {n_pending:,} pending reports (loopback, SQLite)")
+    for col in ("phase", "uploads", "p50 ms", "p99 ms", "max ms", "batch formation s"):
+        tab.add_column(col, justify="right")
+    for phase in ("evaluate", "release"):
+        r = upload_latency_with_pending(n_pending, phase, seconds=20.0 if phase == "evaluate" else 10.0)
+        tab.add_row(phase, str(r["uploads"]), f"{1000 * r['p50']:.0f}", f"{1000 * r['p99']:.0f}",
+                    f"{1000 * r['max']:.0f}", f"{r['tick_s']:.1f}" if "tick_s" in r else "")
+    con.print(tab)
 
 
 def main() -> None:
@@ -38,7 +116,12 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=500)
     ap.add_argument("--d", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=3, help="fresh analyzer + batch per repetition")
+    ap.add_argument("--pending", type=int, default=0,
+                    help="instead: upload latency while the shuffler holds this many pending reports")
     a = ap.parse_args()
+    if a.pending:
+        pending_main(a.pending)
+        return
     con = Console()
     rows = []
     with tempfile.TemporaryDirectory() as tmp, Deployment(Path(tmp), tick_seconds=3600) as dep:

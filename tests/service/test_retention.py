@@ -123,7 +123,7 @@ def test_releasable_pool_is_released_not_deleted(world):
     w.sh.http = httpx.Client(transport=httpx.MockTransport(lambda req: httpx.Response(503)))
     r = w.sh.enforce_retention()
     # the new batch carries its reports' (old) window: owed to the analyzer, kept and reported
-    assert r == {"expired_retention": 0, "expired_retention_rejected": 0, "owed_batches_past_retention": 1}
+    assert r == {"expired_retention": 0, "owed_batches_past_retention": 1, "rejected_batches_past_retention": 0}
     c = w.sh.counters(w.cfg.task_id)
     assert c["pending"] == 0 and c["released"] == 12 and c.get("expired_retention", 0) == 0
     assert c["batches_ready"] == 1
@@ -139,7 +139,7 @@ def test_owed_batch_survives_retention_and_is_aggregated_once(world):
     assert w.sh.tick()["forward_failures"] == 1              # analyzer unavailable: retrying
     w.clock.t = T0 + 10 * DAY
     r = w.sh.enforce_retention()
-    assert r["owed_batches_past_retention"] == 1 and r["expired_retention_rejected"] == 0
+    assert r["owed_batches_past_retention"] == 1 and r["rejected_batches_past_retention"] == 0
     assert w.sh.counters(w.cfg.task_id)["batches_retrying"] == 1
     w.sh.http = w.an_client                                  # analyzer back (it has not run retention)
     assert w.sh.tick()["forwarded"] == 1
@@ -148,24 +148,31 @@ def test_owed_batch_survives_retention_and_is_aggregated_once(world):
     assert c["batches_delivered"] == 1 and c["forwarded_reports"] == 20
 
 
-def test_rejected_batch_envelopes_deleted_after_retention(world):
+def test_rejected_batch_is_kept_past_retention_until_the_operator_decides(world):
+    from shuffledp.service.shuffler import discard_batches, requeue_batches
+    from shuffledp.service.storage import shuffler_batch_items
     w = world
     _, envs = w.envelopes(np.arange(15))
     w.upload(envs)
-    w.sh.peer_secret = b"wrong"                              # analyzer answers 401 -> rejected
+    # the analyzer refuses the batch's content (a permanent rejection): kept as 'rejected'
+    w.sh.http = httpx.Client(transport=httpx.MockTransport(lambda req: httpx.Response(
+        400, json={"title": "invalidMessage"}, headers={"content-type": "application/problem+json"})))
     w.clock.t = T0 + HOUR + 1
     w.sh.tick()
     assert w.sh.counters(w.cfg.task_id)["batches_rejected"] == 1
-    w.clock.t = T0 + HOUR + 1 * DAY - 1                      # the window ended 1 s less than a day ago
-    assert w.sh.enforce_retention()["expired_retention_rejected"] == 0
-    w.clock.t = T0 + HOUR + 1 * DAY
-    assert w.sh.enforce_retention()["expired_retention_rejected"] == 15
+    w.clock.t = T0 + HOUR + 30 * DAY                         # long past retention
+    assert w.sh.enforce_retention()["rejected_batches_past_retention"] == 1
     c = w.sh.counters(w.cfg.task_id)
-    assert c["batches_expired"] == 1 and c["expired_retention_rejected"] == 15 and "batches_rejected" not in c
-    from shuffledp.service.storage import shuffler_batch_items
+    assert c["batches_rejected"] == 1 and "expired_retention" not in c
     with w.sh.engine.connect() as conn:
-        assert conn.execute(select(func.count()).select_from(shuffler_batch_items)).scalar_one() == 0
-    assert w.sh.enforce_retention()["expired_retention_rejected"] == 0      # idempotent
+        assert conn.execute(select(func.count()).select_from(shuffler_batch_items)).scalar_one() == 15
+    # the operator re-queues it once the analyzer accepts it: every report is aggregated once
+    w.sh.http = w.an_client
+    (bid,) = [bytes.fromhex(r["batch_id"]) for r in requeue_batches(w.sh.engine)]
+    assert w.sh.tick()["forwarded"] == 1
+    assert w.counts()[:15].tolist() == [1] * 15
+    with pytest.raises(ValueError, match="delivered"):
+        discard_batches(w.sh.engine, [bid])                  # only rejected batches can be discarded
 
 
 def _forged_batch(w: World, window: int, envs: list[bytes]) -> dict:

@@ -26,6 +26,75 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
             raise typer.BadParameter("role must be 'shuffler' or 'analyzer'")
         run(role, db, host, port, port_file, tick, close_delay, forward_timeout, retention_every)
 
+    shuffler_app = typer.Typer(no_args_is_help=True, help="Shuffler operator commands (run against its database).")
+    app.add_typer(shuffler_app, name="shuffler")
+
+    def _batch_ids(batch: list[str]) -> list[bytes]:
+        try:
+            out = [bytes.fromhex(b) for b in batch]
+        except ValueError as e:
+            raise typer.BadParameter("--batch must be a batch id in hex (64 characters)", param_hint="--batch") from e
+        if any(len(b) != 32 for b in out):
+            raise typer.BadParameter("--batch must be a batch id in hex (64 characters)", param_hint="--batch")
+        return out
+
+    @shuffler_app.command(name="requeue")
+    def requeue(db: str = typer.Option(..., "--db", help="the shuffler's SQLAlchemy URL"),
+                batch: list[str] = typer.Option(None, "--batch", help="batch id (hex); repeatable"),
+                all_rejected: bool = typer.Option(False, "--all-rejected", help="every rejected batch"),
+                ) -> None:
+        """Send rejected batches to the analyzer again (and retry named retrying batches now)."""
+        from .shuffler import requeue_batches
+        from .storage import make_engine, upgrade
+        if bool(batch) == all_rejected:
+            raise typer.BadParameter("give --batch ID (repeatable) or --all-rejected, not both",
+                                     param_hint="--batch/--all-rejected")
+        ids = _batch_ids(batch) if batch else None
+        eng = make_engine(db)
+        try:
+            upgrade(eng)
+            done = requeue_batches(eng, ids)
+        except ValueError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2) from None
+        finally:
+            eng.dispose()
+        for r in done:
+            typer.echo(f"requeued batch {r['batch_id']} ({r['n']} reports, was {r['was']}) of task {r['task_id']}")
+        typer.echo(f"{len(done)} batch(es) requeued; the running shuffler forwards them at its next round")
+
+    @shuffler_app.command(name="discard")
+    def discard(db: str = typer.Option(..., "--db", help="the shuffler's SQLAlchemy URL"),
+                batch: list[str] = typer.Option(..., "--batch", help="rejected batch id (hex); repeatable"),
+                ) -> None:
+        """Delete the envelopes of rejected batches the analyzer will never take (counted, logged)."""
+        from .shuffler import discard_batches
+        from .storage import make_engine, upgrade
+        eng = make_engine(db)
+        try:
+            upgrade(eng)
+            done = discard_batches(eng, _batch_ids(batch))
+        except ValueError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2) from None
+        finally:
+            eng.dispose()
+        for r in done:
+            typer.echo(f"discarded batch {r['batch_id']} ({r['n']} reports) of task {r['task_id']}")
+
+    @shuffler_app.command(name="issue-token")
+    def issue_client_token(tokens_file: str = typer.Option(..., "--tokens-file",
+                                                           help="the file SHUFFLEDP_CLIENT_TOKENS_FILE names"),
+                           label: str = typer.Option("", help="operator's note kept next to the digest"),
+                           ) -> None:
+        """Create a client bearer token: prints it once, appends only its SHA-256 to the tokens file."""
+        from .client_auth import issue_token
+        try:
+            typer.echo(issue_token(tokens_file, label))
+        except (OSError, ValueError) as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2) from None
+
     @app.command(name="demo")  # explicit name: shuffledp.cli checks it to skip its fallback demo
     def demo(n: int = typer.Option(100_000, help="simulated clients"),
              d: int = typer.Option(16, help="domain size"),

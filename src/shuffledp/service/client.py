@@ -14,8 +14,9 @@
   uploads oldest first in requests sized to fit the shuffler's body limit, deletes on 200
   (accepted or duplicate), splits a request refused with 413, and keeps and retries (jittered
   exponential backoff) on network errors, 5xx, 404 (task not registered at the shuffler yet),
-  408/429 and other 4xx. Only reports the shuffler says are themselves invalid are dropped
-  (counted per reason in ``stats()`` and logged).
+  401 (client token refused), 408/429 and other 4xx. Only reports the shuffler says are
+  themselves invalid, and reports the upload format cannot carry (envelope over 65,535 bytes),
+  are dropped (counted per reason in ``stats()`` and logged); ``flush`` never raises for them.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ from ..core.errors import ShuffleDPError, ValidationError
 from ..core.rng import as_generator, secure_rng
 from .config import TaskConfig
 from .hpke import AEAD_AES_128_GCM, KDF_HKDF_SHA256
-from .wire import (MAX_UPLOAD_BYTES, MAX_UPLOAD_REPORTS, UPLOAD_HEADER_LEN, KeyConfig, decode_key_list,
-                   encode_upload, seal_report, upload_item_len)
+from .wire import (MAX_CROWD_LEN, MAX_ENVELOPE_LEN, MAX_UPLOAD_BYTES, MAX_UPLOAD_REPORTS, UPLOAD_HEADER_LEN,
+                   KeyConfig, check_envelope_fits, decode_key_list, encode_upload, seal_report, upload_item_len)
 
 __all__ = ["ShuffleDPClient", "BudgetExceededError", "ConfigError", "fetch_task", "encode_reports",
            "seal_many", "upload"]
@@ -72,6 +73,10 @@ def fetch_task(http: httpx.Client, analyzer_url: str, task_id: bytes,
         raise ConfigError("task uses a test-only mechanism (no privacy); refused")
     if cfg.min_batch_size < cfg.min_batch_size_floor:
         raise ConfigError("task minimum batch size below its own floor")
+    try:   # reports the upload format cannot carry would never leave the outbox
+        check_envelope_fits(cfg.report_schema.length)
+    except ValidationError as e:
+        raise ConfigError(f"task's reports are too large to upload: {e}") from e
     _check_min_batch_size(cfg)
     kr = http.get(f"{analyzer_url}/v1/hpke-keys")
     kr.raise_for_status()
@@ -129,9 +134,12 @@ def seal_many(cfg: TaskConfig, key: KeyConfig, plaintexts: np.ndarray, crowd: by
     return [seal_report(key, cfg.task_id, cfg.digest, crowd, row.tobytes()) for row in plaintexts]
 
 
-def upload(http: httpx.Client, shuffler_url: str, task_id: bytes, items: list[tuple[bytes, bytes]]) -> dict:
-    r = http.post(f"{shuffler_url}/v1/tasks/{task_id.hex()}/reports", content=encode_upload(items),
-                  headers={"content-type": "application/vnd.shuffledp.upload"})
+def upload(http: httpx.Client, shuffler_url: str, task_id: bytes, items: list[tuple[bytes, bytes]],
+           client_token: str | None = None) -> dict:
+    headers = {"content-type": "application/vnd.shuffledp.upload"}
+    if client_token is not None:
+        headers["authorization"] = f"Bearer {client_token}"
+    r = http.post(f"{shuffler_url}/v1/tasks/{task_id.hex()}/reports", content=encode_upload(items), headers=headers)
     r.raise_for_status()
     return r.json()
 
@@ -159,11 +167,16 @@ class ShuffleDPClient:
         SQLite file for the outbox, ledger and memo table.
     crowd : bytes
         This client's crowd (attribute) id; must be one of the task's crowds.
+    client_token : str, optional
+        Bearer token the shuffler's operator issued to this client (sent as ``Authorization:
+        Bearer`` with uploads only, never to the analyzer); needed when the shuffler checks tokens.
     """
 
     def __init__(self, analyzer_url: str, shuffler_url: str | dict[str, str], task_id: bytes,
                  state_path: str | Path, crowd: bytes = b"", *, allow_test_mechanisms: bool = False,
-                 http: httpx.Client | None = None, max_outbox: int = 10_000) -> None:
+                 http: httpx.Client | None = None, max_outbox: int = 10_000,
+                 client_token: str | None = None) -> None:
+        self.client_token = client_token
         self.http = http or httpx.Client(timeout=30.0, headers={"user-agent": SDK_USER_AGENT})
         self.analyzer_url = analyzer_url.rstrip("/")
         self.cfg, self.key = fetch_task(self.http, self.analyzer_url, task_id, allow_test_mechanisms)
@@ -305,15 +318,24 @@ class ShuffleDPClient:
                                    "ORDER BY rowid LIMIT ?", (cap,)).fetchall()
             if not rows:
                 break
+            unframeable = [row for row in rows if len(row[2]) > MAX_ENVELOPE_LEN or len(row[1]) > MAX_CROWD_LEN]
+            if unframeable:   # the upload format cannot carry them: refused here, never sent
+                self._refuse(unframeable, "reportTooLarge")
+                refused += len(unframeable)
+                continue
             rows = rows[:_fitting(rows, self.upload_max_bytes)]
             r = None
+            headers = {"content-type": "application/vnd.shuffledp.upload"}
+            if self.client_token is not None:
+                headers["authorization"] = f"Bearer {self.client_token}"
             try:
                 r = self.http.post(f"{self.shuffler_url}/v1/tasks/{self.cfg.task_id.hex()}/reports",
-                                   content=encode_upload([(c, e) for _d, c, e, _p, _a in rows]),
-                                   headers={"content-type": "application/vnd.shuffledp.upload"})
+                                   content=encode_upload([(c, e) for _d, c, e, _p, _a in rows]), headers=headers)
                 status = r.status_code
             except httpx.HTTPError:
                 status = None
+            if status == 401:
+                log.warning("shuffler refused this client's token (401); reports kept, retrying")
             if status == 200:
                 errs = {e["i"]: e["error"] for e in r.json().get("errors", [])}
                 outdated = [i for i, err in errs.items() if err == "outdatedConfig" and rows[i][4] == 0]

@@ -20,7 +20,7 @@ from ..core.errors import ValidationError
 from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
 from .accounting_bridge import central_epsilon, min_batch_size
-from .wire import MAX_CROWD_LEN, PlaintextSchema, envelope_len
+from .wire import MAX_CROWD_LEN, PlaintextSchema, check_envelope_fits, envelope_len
 
 __all__ = ["TaskConfig", "ClientPolicy", "build_mechanism", "create_task_config", "IdentityTestEncoder",
            "canonical_json"]
@@ -311,6 +311,7 @@ def create_task_config(*, name: str, mechanism: dict, target_central: dict, time
     probe_value = 0.0 if mechanism.get("kind") == "mean" else 0
     probe = mech.randomize(np.asarray([probe_value]), np.random.default_rng(0))  # layout only, never sent
     schema = PlaintextSchema.from_reports(probe)
+    check_envelope_fits(schema.length)
     return TaskConfig(task_id=task_id or secrets.token_bytes(32), name=name, mechanism=dict(mechanism),
                       report_schema=schema, time_precision=time_precision, batch_window=batch_window,
                       max_wait_windows=max_wait_windows, tolerable_clock_skew=tolerable_clock_skew,

@@ -88,6 +88,10 @@ class Deployment:
     admin_token: str = field(default_factory=lambda: secrets.token_hex(16))
     collector_token: str = field(default_factory=lambda: secrets.token_hex(16))
     peer_secret: str = field(default_factory=lambda: secrets.token_hex(32))
+    #: shuffler client admission (service/client_auth.py); off when None
+    client_tokens_file: str | None = None
+    client_rate: float | None = None
+    client_burst: int | None = None
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir)
@@ -97,6 +101,12 @@ class Deployment:
         env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env.update(SHUFFLEDP_ADMIN_TOKEN=self.admin_token, SHUFFLEDP_COLLECTOR_TOKEN=self.collector_token,
                    SHUFFLEDP_PEER_SECRET=self.peer_secret)
+        for name, v in (("SHUFFLEDP_CLIENT_TOKENS_FILE", self.client_tokens_file),
+                        ("SHUFFLEDP_CLIENT_RATE", self.client_rate), ("SHUFFLEDP_CLIENT_BURST", self.client_burst)):
+            if v is not None:
+                env[name] = str(v)
+            else:
+                env.pop(name, None)
         self.env = env
         self.analyzer = ServiceProcess("analyzer", self.analyzer_db or f"sqlite:///{self.workdir / 'analyzer.db'}",
                                        self.workdir, env)

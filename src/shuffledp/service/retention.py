@@ -15,9 +15,10 @@ Shuffler
       effective retention of a pending report is therefore ``max(retention, max_wait)``.
     - A batch the analyzer has **not acknowledged** (``ready`` / ``retrying``) is owed to the analyzer
       and is never deleted by retention; it is reported (``owed_batches_past_retention``) and logged.
-    - A **rejected** batch (a 4xx from the analyzer: nothing is owed any more) past retention loses its
-      envelopes; its row is kept with state ``expired`` and the reports are counted
-      ``expired_retention_rejected``.
+    - A **rejected** batch (the analyzer refused its content) is not deleted by retention either: its
+      reports were acknowledged to their clients, so the operator decides (``shuffledp shuffler
+      requeue`` or ``discard``); it is reported (``rejected_batches_past_retention``) and logged.
+      State ``expired`` (envelopes deleted) exists only in databases from before this rule.
     - **Delivered** batches hold no envelopes (deleted on acknowledgement); their rows (id, window,
       count) are the shuffler's delivery log and are kept, like the analyzer's ledger.
 

@@ -9,17 +9,27 @@
 - Batcher (background thread, or ``POST /v1/admin/tick``): for every (task, crowd) it pools the
   pending rows of closed windows (carry-over allowed); if the pool holds at least
   ``min_batch_size`` reports it is shuffled with a CSPRNG permutation
-  (:func:`shuffledp.shuffle.shuffler.csprng_permutation`, from ``os.urandom``)
-  and turned into a batch in one transaction (batch row + items inserted, pending rows deleted);
-  otherwise rows older than ``max_wait_windows`` windows are expired (deleted, counted).
+  (:func:`shuffledp.shuffle.shuffler.csprng_permutation`, from ``os.urandom``) and turned into a
+  batch; otherwise rows older than ``max_wait_windows`` windows are expired (deleted, counted).
+  Formation never holds the write lock for the whole pool: the pool is read (digests and windows
+  only) from a read-only snapshot, one short transaction records the batch as ``forming`` with its
+  member list (the permuted digests), each chunk of :data:`FORM_CHUNK` members then moves from
+  pending to the batch's items in its own transaction, and a last one marks the batch ``ready``.
+  A batch left ``forming`` by a crash is finished from its member list first thing in the next round.
 - Forwarder: ``PUT {analyzer}/v1/tasks/{t}/batches/{batch_id}`` with an HMAC-SHA256 request
   signature; the batch id is content-derived so a retry is idempotent. Items are deleted only
-  after a 2xx; 5xx/timeouts/connection errors retry with exponential backoff and jitter;
-  a 4xx marks the batch ``rejected`` (kept, never silently dropped).
+  after a 2xx. Everything else retries with capped exponential backoff and jitter — 5xx,
+  timeouts, connection errors, and also 401/403 (peer secrets differ) and 404 (the analyzer does
+  not know the task), which are counted, logged and make ``/healthz`` report ``degraded`` —
+  except the content rejections of :data:`PERMANENT_STATUSES` (the analyzer says the batch itself
+  is malformed): those mark the batch ``rejected``, kept with its envelopes until the operator
+  re-queues (``shuffledp shuffler requeue``) or discards it (``shuffledp shuffler discard``).
+- Client admission (optional, ``service/client_auth.py``): per-client bearer tokens checked before
+  the body is read, and per-client token-bucket rate limits kept in memory only.
 
 - Retention (``tick`` every ``retention_every`` seconds, or ``POST /v1/admin/retention``): pending
-  reports past both retention and ``max_wait_windows`` are deleted (counted), rejected batches lose
-  their envelopes; batches the analyzer has not acknowledged are never deleted. Rules:
+  reports past both retention and ``max_wait_windows`` are deleted (counted); batches the analyzer
+  has not acknowledged — ``rejected`` ones included — are never deleted by retention. Rules:
   ``service/retention.py``.
 
 Multi-shuffler by attribute: each shuffler may be registered for a subset of a task's crowds
@@ -32,10 +42,13 @@ import hashlib
 import json
 import logging
 import math
+import os
 import secrets
 import threading
 import time
 from typing import Any
+
+import numpy as np
 
 import httpx
 from fastapi import FastAPI, Request
@@ -43,19 +56,61 @@ from sqlalchemy import delete, func, select, update
 
 from ..shuffle.shuffler import csprng_permutation
 from .config import TaskConfig
+from .client_auth import ClientTokens, RateLimiter
 from .http_common import Problem, check_bearer, install_problem_handlers, sign_request
-from .storage import (insert_ignore, make_engine, shuffler_batch_items, shuffler_batches, shuffler_counters,
-                      shuffler_pending, shuffler_tasks, upgrade)
-from .wire import (ALLOWED_SUITES, MAX_UPLOAD_BYTES, MAX_UPLOAD_REPORTS, Batch, DecodeError, batch_id,
-                   decode_upload, encode_batch, parse_header)
+from .storage import (delete_pending_digests, insert_ignore, make_engine, move_pending_to_batch, read_connection,
+                      shuffler_batch_items, shuffler_batches, shuffler_counters, shuffler_pending, shuffler_tasks,
+                      upgrade)
+from .wire import (ALLOWED_SUITES, MAX_UPLOAD_BYTES, MAX_UPLOAD_REPORTS, Batch, DecodeError,
+                   batch_id_from_digests, decode_upload, encode_batch, parse_header)
 
-__all__ = ["ShufflerState", "create_shuffler_app"]
+__all__ = ["ShufflerState", "create_shuffler_app", "requeue_batches", "discard_batches", "forward_outcome",
+           "FORM_CHUNK", "PERMANENT_STATUSES"]
 
 log = logging.getLogger("shuffledp.service.shuffler")
 
 MAX_REPORTS_PER_REQUEST = MAX_UPLOAD_REPORTS
 MAX_BODY_BYTES = MAX_UPLOAD_BYTES
 COUNTER_NAME_LEN = shuffler_counters.c.name.type.length  # String(64) (storage.py, migration 0001)
+#: reports moved from pending to a batch (or deleted) per write transaction: bounds how long
+#: batch formation, expiry and retention hold the database's write lock
+FORM_CHUNK = 500
+#: pause between two such transactions, so an upload waiting for the write lock gets it (a
+#: threading.Lock is not fair: without the pause the batcher re-takes it at once)
+FORM_YIELD_SECONDS = 0.002
+DIGEST_LEN = 32
+#: analyzer answers that refuse the batch's content (malformed body, id/content mismatch, fewer
+#: reports than the task's minimum, body too large): re-sending the same bytes cannot succeed
+PERMANENT_STATUSES = frozenset({400, 413, 415, 422})
+#: analyzer answers that mean the peers are misconfigured, not that the batch is bad: retried
+AUTH_STATUSES = frozenset({401, 403, 407})
+NOT_FOUND_STATUSES = frozenset({404, 410})
+
+
+def forward_outcome(status: int | None) -> str:
+    """What a forward attempt's HTTP status means for the batch.
+
+    ``"delivered"`` (2xx); ``"rejected"`` (:data:`PERMANENT_STATUSES`: kept as ``rejected``);
+    ``"unauthorized"`` (401/403/407) and ``"task_unknown"`` (404/410): retried, counted, health
+    degraded; ``"retry"`` for everything else (``None`` = no response, 5xx, other 4xx).
+    """
+    if status is None:
+        return "retry"
+    if 200 <= status < 300:
+        return "delivered"
+    if status in PERMANENT_STATUSES:
+        return "rejected"
+    if status in AUTH_STATUSES:
+        return "unauthorized"
+    if status in NOT_FOUND_STATUSES:
+        return "task_unknown"
+    return "retry"
+
+
+def _status_of(last_error: str | None) -> int | None:
+    """The HTTP status recorded in a batch's ``last_error`` ("HTTP 401 unauthorized"), if any."""
+    parts = (last_error or "").split()
+    return int(parts[1]) if len(parts) >= 2 and parts[0] == "HTTP" and parts[1].isdigit() else None
 
 
 def evaluated_counter_name(crowd: bytes) -> str:
@@ -72,7 +127,16 @@ def evaluated_counter_name(crowd: bytes) -> str:
 class ShufflerState:
     def __init__(self, db_url: str, *, admin_token: str, peer_secret: bytes, tick_seconds: float = 1.0,
                  close_delay: float = 0.0, forward_timeout: float = 30.0, auto: bool = True,
-                 drop_noise: Any = None, clock: Any = None, retention_every: float = 3600.0) -> None:
+                 drop_noise: Any = None, clock: Any = None, retention_every: float = 3600.0,
+                 client_tokens_file: str | None = None, client_rate: float | None = None,
+                 client_burst: int | None = None) -> None:
+        """Shuffler state over the database at ``db_url``.
+
+        ``client_tokens_file`` (default: ``SHUFFLEDP_CLIENT_TOKENS_FILE``) turns on client bearer
+        tokens; ``client_rate`` reports/s with bucket ``client_burst`` (defaults:
+        ``SHUFFLEDP_CLIENT_RATE``, ``SHUFFLEDP_CLIENT_BURST`` or ``max(1, ceil(10 * rate))``) turns
+        on the per-client rate limit (``service/client_auth.py``). Both are off when unset.
+        """
         self.engine = make_engine(db_url)
         upgrade(self.engine)
         self.admin_token, self.peer_secret = admin_token, peer_secret
@@ -89,6 +153,13 @@ class ShufflerState:
         self.retention_every = retention_every
         self._last_retention = -math.inf
         self.http = httpx.Client(timeout=forward_timeout, headers={"user-agent": "shuffledp-shuffler"})
+        tokens_file = client_tokens_file or os.environ.get("SHUFFLEDP_CLIENT_TOKENS_FILE") or None
+        self.client_tokens = ClientTokens(tokens_file) if tokens_file else None
+        rate = client_rate if client_rate is not None else float(os.environ.get("SHUFFLEDP_CLIENT_RATE") or 0)
+        burst = client_burst if client_burst is not None else int(os.environ.get("SHUFFLEDP_CLIENT_BURST") or 0)
+        self.rate_limiter = RateLimiter(rate, burst or max(1, math.ceil(10 * rate))) if rate > 0 else None
+        # forward outcomes since start (the per-task history is in the counters table)
+        self.forward_events = {"unauthorized": 0, "task_unknown": 0, "rejected": 0, "retry": 0, "delivered": 0}
 
     # ------------------------------------------------------------------ tasks
     def task(self, task_id: bytes) -> tuple[TaskConfig, str, set[int], set[bytes]]:
@@ -116,13 +187,8 @@ class ShufflerState:
         self._tasks.pop(cfg.task_id, None)
 
     def _bump(self, c, task_id: bytes, name: str, by: int) -> None:
-        if by == 0:
-            return
-        r = c.execute(update(shuffler_counters).where(shuffler_counters.c.task_id == task_id,
-                                                      shuffler_counters.c.name == name)
-                      .values(value=shuffler_counters.c.value + by))
-        if r.rowcount == 0:
-            c.execute(shuffler_counters.insert().values(task_id=task_id, name=name, value=by))
+        if by:
+            _bump_counter(c, task_id, name, by)
 
     def _claim_evaluation(self, c, task_id: bytes, crowd: bytes, closed: int) -> bool:
         """Record that the pool of (task, crowd) is evaluated for closed window ``closed``; False if it was.
@@ -145,7 +211,7 @@ class ShufflerState:
         return True
 
     def counters(self, task_id: bytes) -> dict[str, int]:
-        with self.engine.connect() as c:
+        with read_connection(self.engine) as c:
             rows = c.execute(select(shuffler_counters).where(shuffler_counters.c.task_id == task_id)).all()
             pending = c.execute(select(func.count()).select_from(shuffler_pending)
                                 .where(shuffler_pending.c.task_id == task_id)).scalar_one()
@@ -157,12 +223,30 @@ class ShufflerState:
         return out
 
     # ------------------------------------------------------------------ ingest
-    def ingest(self, task_id: bytes, body: bytes, now: float | None = None) -> dict:
+    def admit_upload(self, authorization: str | None, address: str) -> list[bytes]:
+        """Client admission before the upload body is read: the client's rate-limit keys.
+
+        Raises :class:`Problem` 401 when client tokens are on and ``authorization`` holds no
+        accepted token, 429 when a bucket is empty. The keys (token digest, keyed hash of the
+        peer address) live in memory only and are never stored with the reports.
+        """
+        keys: list[bytes] = []
+        if self.client_tokens is not None:
+            keys.append(b"t" + self.client_tokens.admit(authorization))
+        if self.rate_limiter is not None:
+            keys.append(self.rate_limiter.address_key(address))
+            self.rate_limiter.check(keys)
+        return keys
+
+    def ingest(self, task_id: bytes, body: bytes, now: float | None = None,
+               client_keys: list[bytes] | None = None) -> dict:
         cfg, _url, key_ids, crowds = self.task(task_id)
         try:
             items = decode_upload(body, MAX_REPORTS_PER_REQUEST)
         except DecodeError as e:
             raise Problem(400, "invalidMessage", str(e), task_id) from e
+        if self.rate_limiter is not None and client_keys:
+            self.rate_limiter.take(client_keys, len(items))   # every frame counts, valid or not
         window = int((self.clock() if now is None else now) // cfg.batch_window)
         errors, rows, seen = [], {}, set()
         el = cfg.envelope_len
@@ -226,11 +310,11 @@ class ShufflerState:
     def _retention(self, now: float) -> dict:
         from .retention import retention_horizon, shuffler_pending_horizon
         self._last_retention = now
-        with self.engine.connect() as c:
+        with read_connection(self.engine) as c:
             tids = {r[0] for r in c.execute(select(shuffler_pending.c.task_id).distinct())}
             tids |= {r[0] for r in c.execute(select(shuffler_batches.c.task_id).where(
                 shuffler_batches.c.state.in_(("ready", "retrying", "rejected"))).distinct())}
-        out = {"expired_retention": 0, "expired_retention_rejected": 0, "owed_batches_past_retention": 0}
+        out = {"expired_retention": 0, "owed_batches_past_retention": 0, "rejected_batches_past_retention": 0}
         for task_id in sorted(tids):
             try:
                 cfg, _u, _k, _c = self.task(task_id)
@@ -238,93 +322,161 @@ class ShufflerState:
                 continue   # no configuration: nothing can be decided about its rows
             h_pending = shuffler_pending_horizon(cfg, now, self.close_delay)
             h = retention_horizon(cfg, now)
-            with self.write_lock, self.engine.begin() as c:
-                n_pending = c.execute(delete(shuffler_pending).where(
-                    shuffler_pending.c.task_id == task_id, shuffler_pending.c.window < h_pending)).rowcount or 0
-                rejected = c.execute(select(shuffler_batches.c.batch_id, shuffler_batches.c.n).where(
-                    shuffler_batches.c.task_id == task_id, shuffler_batches.c.state == "rejected",
-                    shuffler_batches.c.window < h)).all()
-                for bid, _n in rejected:
-                    c.execute(delete(shuffler_batch_items).where(shuffler_batch_items.c.batch_id == bid))
-                    c.execute(update(shuffler_batches).where(shuffler_batches.c.batch_id == bid)
-                              .values(state="expired"))
-                n_rej = sum(int(n) for _b, n in rejected)
-                owed = c.execute(select(func.count()).select_from(shuffler_batches).where(
-                    shuffler_batches.c.task_id == task_id, shuffler_batches.c.state.in_(("ready", "retrying")),
-                    shuffler_batches.c.window < h)).scalar_one()
-                self._bump(c, task_id, "expired_retention", n_pending)
-                self._bump(c, task_id, "expired_retention_rejected", n_rej)
-            if owed:
+            with read_connection(self.engine) as c:
+                old = [bytes(r[0]) for r in c.execute(select(shuffler_pending.c.envelope_digest).where(
+                    shuffler_pending.c.task_id == task_id, shuffler_pending.c.window < h_pending))]
+                owed = dict(c.execute(select(shuffler_batches.c.state, func.count()).where(
+                    shuffler_batches.c.task_id == task_id,
+                    shuffler_batches.c.state.in_(("ready", "retrying", "rejected")),
+                    shuffler_batches.c.window < h).group_by(shuffler_batches.c.state)).all())
+            n_pending = self._delete_pending_chunked(task_id, b"".join(old), "expired_retention")
+            n_owed, n_rej = int(owed.get("ready", 0)) + int(owed.get("retrying", 0)), int(owed.get("rejected", 0))
+            if n_owed:
                 log.warning("%d undelivered batch(es) are past retention; kept until the analyzer acknowledges",
-                            owed)
+                            n_owed)
+            if n_rej:
+                log.error("%d batch(es) rejected by the analyzer are past retention; kept until the operator "
+                          "re-queues or discards them (shuffledp shuffler requeue|discard)", n_rej)
             out["expired_retention"] += n_pending
-            out["expired_retention_rejected"] += n_rej
-            out["owed_batches_past_retention"] += int(owed)
+            out["owed_batches_past_retention"] += n_owed
+            out["rejected_batches_past_retention"] += n_rej
         return out
 
     def _form_batches(self, now: float, close_current: bool) -> int:
-        made = 0
-        with self.engine.connect() as c:
+        """One batching round; see the module docstring. Returns the number of batches formed."""
+        made = self._finish_forming()          # batches a crash left half-formed come first
+        with read_connection(self.engine) as c:
             groups = c.execute(select(shuffler_pending.c.task_id, shuffler_pending.c.crowd_id)
                                .group_by(shuffler_pending.c.task_id, shuffler_pending.c.crowd_id)).all()
         for task_id, crowd in groups:
+            task_id, crowd = bytes(task_id), bytes(crowd)
             try:
                 cfg, _u, _k, _c = self.task(task_id)
             except Problem:
                 continue
             bw = cfg.batch_window
             closed = int((now - self.close_delay) // bw) - (0 if close_current else 1)
-            with self.write_lock, self.engine.begin() as c:
-                rows = c.execute(select(shuffler_pending.c.envelope_digest, shuffler_pending.c.window,
-                                        shuffler_pending.c.envelope).where(
-                    shuffler_pending.c.task_id == task_id, shuffler_pending.c.crowd_id == crowd,
-                    shuffler_pending.c.window <= closed)).all()
-                if not rows:
+            in_pool = (shuffler_pending.c.task_id == task_id, shuffler_pending.c.crowd_id == crowd,
+                       shuffler_pending.c.window <= closed)
+            # The pool is read from one snapshot without any write lock: first its size, then (only
+            # to release it) its digests and windows. Only this thread, under work_lock, deletes
+            # pending rows, so the snapshot's rows are all still pending when the batch takes them.
+            with read_connection(self.engine, snapshot=True) as rc:
+                n = int(rc.execute(select(func.count()).select_from(shuffler_pending).where(*in_pool)).scalar_one())
+                if n == 0:
                     continue
+                drop = 0
                 if cfg.drop_noise is not None:
                     # each evaluation of a pool is a DP release: at most once per closed window
-                    if not self._claim_evaluation(c, task_id, crowd, closed):
-                        continue
-                drop = 0
-                if cfg.drop_noise is not None:   # DP random drop (exact sampler, spec §6.7.4)
-                    from .drop import sample_drop
-                    drop = sample_drop(len(rows), cfg.drop_noise["eps"], cfg.drop_noise["delta"])
+                    # (claimed and committed first; a crash before the batch is recorded only
+                    # delays the pool to the next window)
+                    with self.write_lock, self.engine.begin() as c:
+                        if not self._claim_evaluation(c, task_id, crowd, closed):
+                            continue
+                    from .drop import sample_drop   # DP random drop (exact sampler, spec §6.7.4)
+                    drop = sample_drop(n, cfg.drop_noise["eps"], cfg.drop_noise["delta"])
                 elif self.drop_noise is not None:
-                    drop = min(len(rows), max(0, int(self.drop_noise(len(rows)))))
-                if len(rows) - drop >= cfg.min_batch_size:
-                    rows = [rows[i] for i in csprng_permutation(len(rows))]  # the one CSPRNG permutation
-                    dropped, kept = rows[:drop], rows[drop:]
-                    envs = [r.envelope for r in kept]
-                    window = max(r.window for r in kept)
-                    bid = batch_id(task_id, crowd, window, envs)
-                    c.execute(insert_ignore(self.engine, shuffler_batches), [{
-                        "batch_id": bid, "task_id": task_id, "crowd_id": crowd, "window": window, "n": len(envs),
-                        "state": "ready", "attempts": 0, "next_attempt_at": 0.0, "last_error": None}])
-                    c.execute(insert_ignore(self.engine, shuffler_batch_items),
-                              [{"batch_id": bid, "pos": i, "envelope": e} for i, e in enumerate(envs)])
-                    self._delete_pending(c, task_id, [r.envelope_digest for r in rows])
-                    self._bump(c, task_id, "released", len(envs))
-                    self._bump(c, task_id, "dropped_noise", len(dropped))
-                    made += 1
+                    drop = min(n, max(0, int(self.drop_noise(n))))
+                release = n - drop >= cfg.min_batch_size
+                if release:
+                    rows = rc.execute(select(shuffler_pending.c.envelope_digest, shuffler_pending.c.window)
+                                      .where(*in_pool)).all()
                 else:
                     oldest_allowed = closed - cfg.max_wait_windows + 1
-                    old = [r.envelope_digest for r in rows if r.window < oldest_allowed]
-                    if old:
-                        self._delete_pending(c, task_id, old)
-                        self._bump(c, task_id, "expired", len(old))
+                    rows = rc.execute(select(shuffler_pending.c.envelope_digest, shuffler_pending.c.window)
+                                      .where(*in_pool[:2], shuffler_pending.c.window < oldest_allowed)).all()
+            m = len(rows)
+            digests = np.frombuffer(b"".join(bytes(r[0]) for r in rows), dtype=np.uint8).reshape(m, DIGEST_LEN)
+            windows = np.fromiter((int(r[1]) for r in rows), dtype=np.int64, count=m)
+            del rows
+            if not release:
+                self._delete_pending_chunked(task_id, digests.tobytes(), "expired")
+                continue
+            if m != n:   # cannot happen with one snapshot; refuse to release something else than evaluated
+                raise RuntimeError(f"pool snapshot changed between count ({n}) and read ({m})")
+            perm = csprng_permutation(n)   # the one CSPRNG permutation
+            dropped, kept = perm[:drop], perm[drop:]
+            kept_digests = digests[kept].tobytes()
+            window = int(windows[kept].max())
+            bid = batch_id_from_digests(task_id, crowd, window, kept_digests)
+            with self.write_lock, self.engine.begin() as c:
+                c.execute(insert_ignore(self.engine, shuffler_batches), [{
+                    "batch_id": bid, "task_id": task_id, "crowd_id": crowd, "window": window,
+                    "n": len(kept), "state": "forming", "attempts": 0, "next_attempt_at": 0.0,
+                    "last_error": None, "members": kept_digests + digests[dropped].tobytes()}])
+            self._finish_batch(bid)
+            made += 1
         return made
 
-    @staticmethod
-    def _delete_pending(c, task_id: bytes, digests: list[bytes]) -> None:
-        for s in range(0, len(digests), 5000):
-            c.execute(delete(shuffler_pending).where(shuffler_pending.c.task_id == task_id,
-                                                     shuffler_pending.c.envelope_digest.in_(digests[s:s + 5000])))
+    def _finish_forming(self) -> int:
+        with read_connection(self.engine) as c:
+            forming = [bytes(r[0]) for r in c.execute(select(shuffler_batches.c.batch_id).where(
+                shuffler_batches.c.state == "forming"))]
+        for bid in forming:
+            log.warning("finishing a batch whose formation was interrupted")
+            self._finish_batch(bid)
+        return len(forming)
+
+    def _finish_batch(self, bid: bytes) -> None:
+        """Move a ``forming`` batch's members from pending to its items, FORM_CHUNK per transaction.
+
+        Positions ``0..n-1`` of the member list are the released reports in batch order, the rest
+        the noise-dropped ones (deleted). Each chunk's insert and delete commit together, so every
+        member is at every moment either pending or in the batch; positions already in the batch
+        (a previous, interrupted run) are kept as they are. The last transaction marks the batch
+        ``ready`` and clears the member list.
+        """
+        with read_connection(self.engine) as c:
+            b = c.execute(select(shuffler_batches.c.task_id, shuffler_batches.c.n, shuffler_batches.c.state,
+                                 shuffler_batches.c.members).where(shuffler_batches.c.batch_id == bid)).first()
+            if b is None or b.state != "forming":
+                return
+        task_id, n, members = bytes(b.task_id), int(b.n), bytes(b.members)
+        total = len(members) // DIGEST_LEN
+        for s in range(0, total, FORM_CHUNK):
+            e = min(s + FORM_CHUNK, total)
+            chunk = members[s * DIGEST_LEN:e * DIGEST_LEN]
+            with self.write_lock, self.engine.begin() as c:
+                if s < n:
+                    kept = chunk[:(min(e, n) - s) * DIGEST_LEN]
+                    if move_pending_to_batch(c, task_id, bid, s, kept) < len(kept) // DIGEST_LEN:
+                        # some positions were moved by an interrupted run; every one must be there now
+                        have = int(c.execute(select(func.count()).select_from(shuffler_batch_items).where(
+                            shuffler_batch_items.c.batch_id == bid, shuffler_batch_items.c.pos >= s,
+                            shuffler_batch_items.c.pos < min(e, n))).scalar_one())
+                        if have != min(e, n) - s:
+                            # only this thread deletes pending rows: a member can be neither pending
+                            # nor in the batch only if the database was changed behind the shuffler
+                            raise RuntimeError(f"{min(e, n) - s - have} member(s) of a forming batch are "
+                                               "neither pending nor in the batch")
+                delete_pending_digests(c, task_id, chunk)
+            time.sleep(FORM_YIELD_SECONDS)
+        with self.write_lock, self.engine.begin() as c:
+            r = c.execute(update(shuffler_batches).where(shuffler_batches.c.batch_id == bid,
+                                                         shuffler_batches.c.state == "forming")
+                          .values(state="ready", members=None))
+            if r.rowcount:
+                self._bump(c, task_id, "released", n)
+                self._bump(c, task_id, "dropped_noise", total - n)
+
+    def _delete_pending_chunked(self, task_id: bytes, digests: bytes, counter: str) -> int:
+        """Delete pending rows (concatenated digests) FORM_CHUNK per transaction, each chunk counted."""
+        deleted = 0
+        for s in range(0, len(digests), FORM_CHUNK * DIGEST_LEN):
+            with self.write_lock, self.engine.begin() as c:
+                k = delete_pending_digests(c, task_id, digests[s:s + FORM_CHUNK * DIGEST_LEN])
+                self._bump(c, task_id, counter, k)
+            deleted += k
+            time.sleep(FORM_YIELD_SECONDS)
+        return deleted
 
     def _forward_due(self, now: float | None = None) -> dict:
         now = self.clock() if now is None else now
-        with self.engine.connect() as c:
-            due = c.execute(select(shuffler_batches).where(shuffler_batches.c.state.in_(("ready", "retrying")),
-                                                           shuffler_batches.c.next_attempt_at <= now)).all()
+        with read_connection(self.engine) as c:
+            due = c.execute(select(shuffler_batches.c.batch_id, shuffler_batches.c.task_id,
+                                   shuffler_batches.c.crowd_id, shuffler_batches.c.window, shuffler_batches.c.n,
+                                   shuffler_batches.c.attempts).where(
+                shuffler_batches.c.state.in_(("ready", "retrying")), shuffler_batches.c.next_attempt_at <= now)).all()
         ok = fail = 0
         for b in due:
             if self._forward_one(b):
@@ -335,35 +487,88 @@ class ShufflerState:
 
     def _forward_one(self, b: Any) -> bool:
         cfg, url, _k, _c = self.task(b.task_id)
-        with self.engine.connect() as c:
-            envs = [r[0] for r in c.execute(select(shuffler_batch_items.c.envelope).where(
+        with read_connection(self.engine) as c:
+            envs = [bytes(r[0]) for r in c.execute(select(shuffler_batch_items.c.envelope).where(
                 shuffler_batch_items.c.batch_id == b.batch_id).order_by(shuffler_batch_items.c.pos))]
         body = encode_batch(Batch(b.task_id, b.crowd_id, b.window, envs))
+        del envs
         path = f"/v1/tasks/{b.task_id.hex()}/batches/{b.batch_id.hex()}"
-        err, rejected = None, False
+        status, err = None, None
         try:
             r = self.http.put(url + path, content=body, headers={
                 "authorization": sign_request(self.peer_secret, "PUT", path, body),
                 "content-type": "application/vnd.shuffledp.batch"})
-            if 200 <= r.status_code < 300:
-                with self.write_lock, self.engine.begin() as c:
-                    c.execute(update(shuffler_batches).where(shuffler_batches.c.batch_id == b.batch_id)
-                              .values(state="delivered", attempts=b.attempts + 1, last_error=None))
-                    c.execute(delete(shuffler_batch_items).where(shuffler_batch_items.c.batch_id == b.batch_id))
-                    self._bump(c, b.task_id, "forwarded_reports", b.n)
-                return True
-            err = f"HTTP {r.status_code}"
-            rejected = 400 <= r.status_code < 500 and r.status_code not in (408, 409, 425, 429)
+            status = r.status_code
+            err = f"HTTP {status}"
+            if not 200 <= status < 300:
+                try:
+                    title = r.json().get("title") if "json" in r.headers.get("content-type", "") else None
+                except ValueError:
+                    title = None
+                if isinstance(title, str) and title.isidentifier():
+                    err += f" {title}"
         except httpx.HTTPError as e:
             err = type(e).__name__
+        outcome = forward_outcome(status)
+        self.forward_events[outcome] += 1
+        if outcome == "delivered":
+            with self.write_lock, self.engine.begin() as c:
+                c.execute(update(shuffler_batches).where(shuffler_batches.c.batch_id == b.batch_id)
+                          .values(state="delivered", attempts=b.attempts + 1, last_error=None))
+                c.execute(delete(shuffler_batch_items).where(shuffler_batch_items.c.batch_id == b.batch_id))
+                self._bump(c, b.task_id, "forwarded_reports", b.n)
+            return True
         backoff = min(60.0, 0.2 * 2 ** min(b.attempts, 10)) * (0.5 + self.rng.random())
         with self.write_lock, self.engine.begin() as c:
             c.execute(update(shuffler_batches).where(shuffler_batches.c.batch_id == b.batch_id).values(
-                state="rejected" if rejected else "retrying", attempts=b.attempts + 1,
+                state="rejected" if outcome == "rejected" else "retrying", attempts=b.attempts + 1,
                 next_attempt_at=self.clock() + backoff, last_error=err))
             self._bump(c, b.task_id, "forward_failures", 1)
-        log.warning("forward of a batch failed: %s", err)
+            if outcome != "retry":
+                self._bump(c, b.task_id, f"forward_{outcome}", 1)
+        short = b.batch_id.hex()[:16]
+        if outcome == "unauthorized":
+            log.error("analyzer refused batch %s of %d report(s) with %s: the services' SHUFFLEDP_PEER_SECRET "
+                      "differ; batch kept, retrying in %.0f s", short, b.n, err, backoff)
+        elif outcome == "task_unknown":
+            log.error("analyzer does not know task %s (%s) for batch %s of %d report(s): register the task at the "
+                      "analyzer; batch kept, retrying in %.0f s", b.task_id.hex()[:16], err, short, b.n, backoff)
+        elif outcome == "rejected":
+            log.error("analyzer rejected the content of batch %s of %d report(s) (%s); kept as 'rejected' until "
+                      "an operator runs `shuffledp shuffler requeue --batch %s` or `... discard`",
+                      short, b.n, err, b.batch_id.hex())
+        else:
+            log.warning("forward of batch %s failed: %s; retrying in %.0f s", short, err, backoff)
         return False
+
+    # ------------------------------------------------------------------ health
+    def health(self) -> dict:
+        """Service status: ``degraded`` while a batch is held back by the peers' configuration
+        (analyzer answered 401/403/407 or 404/410 on the last attempt) or rejected, with the counts."""
+        with read_connection(self.engine) as c:
+            rows = c.execute(select(shuffler_batches.c.state, shuffler_batches.c.last_error, func.count()).where(
+                shuffler_batches.c.state.in_(("forming", "ready", "retrying", "rejected"))).group_by(
+                shuffler_batches.c.state, shuffler_batches.c.last_error)).all()
+        batches = {"forming": 0, "ready": 0, "retrying": 0, "rejected": 0}
+        held = {"unauthorized": 0, "task_unknown": 0}
+        for st, err, k in rows:
+            batches[st] += int(k)
+            if st == "retrying":
+                o = forward_outcome(_status_of(err))
+                if o in held:
+                    held[o] += int(k)
+        problems = []
+        if held["unauthorized"]:
+            problems.append(f"{held['unauthorized']} batch(es) refused by the analyzer's authentication "
+                            "(SHUFFLEDP_PEER_SECRET differs): kept and retried")
+        if held["task_unknown"]:
+            problems.append(f"{held['task_unknown']} batch(es) for a task the analyzer does not know: kept and "
+                            "retried")
+        if batches["rejected"]:
+            problems.append(f"{batches['rejected']} batch(es) rejected by the analyzer: kept; re-queue or discard "
+                            "them (shuffledp shuffler requeue|discard)")
+        return {"ok": True, "status": "degraded" if problems else "ok", "problems": problems,
+                "batches": batches, "batches_held": held, "forward_events": dict(self.forward_events)}
 
     # ------------------------------------------------------------------ background loop
     def start(self) -> None:
@@ -384,6 +589,73 @@ class ShufflerState:
                 log.error("batcher round failed: %s", type(e).__name__)
 
 
+# ---------------------------------------------------------------------- operator commands
+def _select_batches(c, batch_ids: list[bytes] | None, states: tuple[str, ...]) -> list[Any]:
+    q = select(shuffler_batches.c.batch_id, shuffler_batches.c.task_id, shuffler_batches.c.state,
+               shuffler_batches.c.n)
+    q = q.where(shuffler_batches.c.batch_id.in_(batch_ids)) if batch_ids is not None else \
+        q.where(shuffler_batches.c.state.in_(states))
+    return c.execute(q).all()
+
+
+def requeue_batches(engine: Any, batch_ids: list[bytes] | None = None) -> list[dict]:
+    """Put batches back in the forwarder's queue: ``rejected`` ones (all when ``batch_ids`` is None).
+
+    A named ``rejected`` batch becomes ``ready``; a named ``retrying`` one keeps its state but its
+    backoff is reset (attempted at the next round). Any other named batch (unknown, delivered,
+    discarded, or expired before migration 0005, whose envelopes are gone) raises ``ValueError``
+    and nothing is changed. Counted per task as ``batches_requeued``. Safe while the shuffler runs:
+    its forwarder reads the queue from the database every round.
+    """
+    with engine.begin() as c:
+        rows = _select_batches(c, batch_ids, ("rejected",))
+        found = {bytes(r.batch_id): r for r in rows}
+        if batch_ids is not None:
+            bad = [f"{b.hex()} ({found[b].state if b in found else 'unknown'})" for b in batch_ids
+                   if b not in found or found[b].state not in ("rejected", "retrying")]
+            if bad:
+                raise ValueError("only rejected or retrying batches can be re-queued: " + ", ".join(bad))
+        out = []
+        for r in rows:
+            c.execute(update(shuffler_batches).where(shuffler_batches.c.batch_id == r.batch_id).values(
+                state="ready" if r.state == "rejected" else r.state, attempts=0, next_attempt_at=0.0))
+            _bump_counter(c, bytes(r.task_id), "batches_requeued", 1)
+            out.append({"batch_id": bytes(r.batch_id).hex(), "task_id": bytes(r.task_id).hex(), "n": int(r.n),
+                        "was": r.state})
+    return out
+
+
+def discard_batches(engine: Any, batch_ids: list[bytes]) -> list[dict]:
+    """Delete the envelopes of named ``rejected`` batches (state ``discarded``, counted ``discarded_reports``).
+
+    The operator's explicit decision that the analyzer will never take these reports; any named
+    batch that is not ``rejected`` raises ``ValueError`` and nothing is changed.
+    """
+    with engine.begin() as c:
+        rows = _select_batches(c, batch_ids, ())
+        found = {bytes(r.batch_id): r for r in rows}
+        bad = [f"{b.hex()} ({found[b].state if b in found else 'unknown'})" for b in batch_ids
+               if b not in found or found[b].state != "rejected"]
+        if bad:
+            raise ValueError("only rejected batches can be discarded: " + ", ".join(bad))
+        out = []
+        for r in rows:
+            c.execute(delete(shuffler_batch_items).where(shuffler_batch_items.c.batch_id == r.batch_id))
+            c.execute(update(shuffler_batches).where(shuffler_batches.c.batch_id == r.batch_id)
+                      .values(state="discarded"))
+            _bump_counter(c, bytes(r.task_id), "discarded_reports", int(r.n))
+            out.append({"batch_id": bytes(r.batch_id).hex(), "task_id": bytes(r.task_id).hex(), "n": int(r.n)})
+    return out
+
+
+def _bump_counter(c, task_id: bytes, name: str, by: int) -> None:
+    r = c.execute(update(shuffler_counters).where(shuffler_counters.c.task_id == task_id,
+                                                  shuffler_counters.c.name == name)
+                  .values(value=shuffler_counters.c.value + by))
+    if r.rowcount == 0:
+        c.execute(shuffler_counters.insert().values(task_id=task_id, name=name, value=by))
+
+
 def create_shuffler_app(state: ShufflerState) -> FastAPI:
     app = FastAPI(title="shuffledp shuffler", docs_url=None, redoc_url=None,
                   on_startup=[state.start], on_shutdown=[state.stop])
@@ -401,7 +673,7 @@ def create_shuffler_app(state: ShufflerState) -> FastAPI:
 
     @app.get("/healthz")
     def healthz() -> dict:
-        return {"ok": True}
+        return state.health()
 
     @app.put("/v1/tasks/{task_hex}")
     async def register(task_hex: str, request: Request) -> dict:
@@ -422,6 +694,7 @@ def create_shuffler_app(state: ShufflerState) -> FastAPI:
     @app.post("/v1/tasks/{task_hex}/reports")
     async def upload(task_hex: str, request: Request) -> dict:
         t = tid(task_hex)
+        keys = state.admit_upload(request.headers.get("authorization"), request.client.host if request.client else "")
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
             raise Problem(413, "reportTooLarge", f"body larger than {MAX_BODY_BYTES} bytes", t)
@@ -432,7 +705,7 @@ def create_shuffler_app(state: ShufflerState) -> FastAPI:
                 raise Problem(413, "reportTooLarge", f"body larger than {MAX_BODY_BYTES} bytes", t)
             chunks.append(ch)
         from starlette.concurrency import run_in_threadpool
-        return await run_in_threadpool(state.ingest, t, b"".join(chunks))
+        return await run_in_threadpool(state.ingest, t, b"".join(chunks), client_keys=keys)
 
     @app.post("/v1/admin/tick")
     def admin_tick(request: Request, close_current: bool = False) -> dict:

@@ -24,7 +24,8 @@ from sqlalchemy import (BigInteger, Column, Float, Index, Integer, LargeBinary, 
                         String, Table, Text, create_engine, event)
 from sqlalchemy.engine import Engine
 
-__all__ = ["metadata", "make_engine", "upgrade", "insert_ignore", "existing_report_ids", "insert_report_ids"]
+__all__ = ["metadata", "make_engine", "read_connection", "upgrade", "insert_ignore", "existing_report_ids",
+           "insert_report_ids", "move_pending_to_batch", "delete_pending_digests"]
 
 metadata = MetaData()
 
@@ -55,10 +56,15 @@ shuffler_batches = Table(
     Column("crowd_id", LargeBinary, nullable=False),
     Column("window", BigInteger, nullable=False),
     Column("n", Integer, nullable=False),
-    Column("state", String(16), nullable=False),      # ready | retrying | delivered | rejected
+    # forming | ready | retrying | delivered | rejected | discarded (| expired: rejected before 0005)
+    Column("state", String(16), nullable=False),
     Column("attempts", Integer, nullable=False, default=0),
     Column("next_attempt_at", Float, nullable=False, default=0.0),
     Column("last_error", Text),
+    # migration 0005: while ``state = 'forming'``, the SHA-256 digests (32 bytes each) of the pending
+    # reports the batch takes, released ones (positions 0..n-1, CSPRNG order) then noise-dropped ones;
+    # NULL once the batch is formed (shuffler._form_batches moves the reports in bounded chunks)
+    Column("members", LargeBinary, nullable=True),
     Index("ix_batches_state", "state"),
     Index("ix_shuffler_batches_task", "task_id", "state", "window"),
 )
@@ -173,12 +179,29 @@ def make_engine(url: str) -> Engine:
 
         @event.listens_for(eng, "begin")
         def _on_begin(conn):  # pragma: no cover
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            # a read-only connection (read_connection) takes a deferred snapshot: in WAL mode it
+            # never blocks, and is never blocked by, the writer
+            conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get(READ_ONLY) else "BEGIN IMMEDIATE")
 
         return eng
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url[len("postgresql://"):]
     return create_engine(url, pool_pre_ping=True)
+
+
+READ_ONLY = "shuffledp_read_only"
+
+
+def read_connection(engine: Engine, snapshot: bool = False):
+    """A connection for reads only: on SQLite its transactions are deferred (``BEGIN``), not
+    ``BEGIN IMMEDIATE``, so a long read (a large pending pool) holds no write lock and ingestion
+    proceeds; in WAL mode every statement of one transaction reads the same snapshot. On
+    PostgreSQL READ COMMITTED, or REPEATABLE READ with ``snapshot`` (one snapshot for the whole
+    transaction, as on SQLite). Use as a context manager."""
+    conn = engine.connect().execution_options(**{READ_ONLY: True})
+    if snapshot and engine.dialect.name == "postgresql":
+        conn = conn.execution_options(isolation_level="REPEATABLE READ")
+    return conn
 
 
 def alembic_config(connection: Any = None) -> Any:
@@ -246,3 +269,44 @@ def insert_report_ids(conn, task_id: bytes, batch_id: bytes, report_ids: bytes) 
         conn.exec_driver_sql("INSERT OR IGNORE INTO analyzer_report_ids (task_id, report_id, batch_id) "
                              "WITH RECURSIVE ix(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM ix WHERE i + 1 < ?) "
                              "SELECT ?, substr(?, i * 16 + 1, 16), ? FROM ix", (n, task_id, report_ids, batch_id))
+
+
+# ------------------------------------------------------------------ shuffler batch formation (driver SQL)
+# A chunk of a forming batch's member list (concatenated 32-byte digests) moves from
+# shuffler_pending to shuffler_batch_items in two statements that split the blob in the database,
+# as above: no per-report Python object or bind parameter, so a chunk holds the write lock briefly.
+def move_pending_to_batch(conn, task_id: bytes, batch_id: bytes, first_pos: int, digests: bytes) -> int:
+    """Copy the pending envelopes of ``digests`` (positions ``first_pos, first_pos + 1, ...``) into
+    the batch's items (a position already there is left as it is); returns the rows inserted."""
+    n = len(digests) // 32
+    if n == 0:
+        return 0
+    if conn.dialect.name == "postgresql":
+        r = conn.exec_driver_sql(
+            "INSERT INTO shuffler_batch_items (batch_id, pos, envelope) SELECT %s, %s + i, p.envelope "
+            "FROM generate_series(0, %s - 1) AS i JOIN shuffler_pending p ON p.task_id = %s "
+            "AND p.envelope_digest = substring(%s::bytea from i * 32 + 1 for 32) ON CONFLICT DO NOTHING",
+            (batch_id, first_pos, n, task_id, digests))
+    else:
+        r = conn.exec_driver_sql(
+            "INSERT OR IGNORE INTO shuffler_batch_items (batch_id, pos, envelope) "
+            "WITH RECURSIVE ix(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM ix WHERE i + 1 < ?) "
+            "SELECT ?, ? + ix.i, p.envelope FROM ix JOIN shuffler_pending p ON p.task_id = ? "
+            "AND p.envelope_digest = substr(?, ix.i * 32 + 1, 32)", (n, batch_id, first_pos, task_id, digests))
+    return int(r.rowcount or 0)
+
+
+def delete_pending_digests(conn, task_id: bytes, digests: bytes) -> int:
+    """Delete the pending rows of ``task_id`` whose digests are in the concatenation ``digests``."""
+    n = len(digests) // 32
+    if n == 0:
+        return 0
+    if conn.dialect.name == "postgresql":
+        r = conn.exec_driver_sql("DELETE FROM shuffler_pending WHERE task_id = %s AND envelope_digest IN ("
+                                 "SELECT substring(%s::bytea from i * 32 + 1 for 32) FROM generate_series(0, %s - 1) "
+                                 "AS i)", (task_id, digests, n))
+    else:
+        r = conn.exec_driver_sql("DELETE FROM shuffler_pending WHERE task_id = ? AND envelope_digest IN ("
+                                 "WITH RECURSIVE ix(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM ix WHERE i + 1 < ?) "
+                                 "SELECT substr(?, i * 32 + 1, 32) FROM ix)", (task_id, n, digests))
+    return int(r.rowcount or 0)

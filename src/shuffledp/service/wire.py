@@ -28,14 +28,15 @@ from dataclasses import dataclass
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from ..core.errors import ShuffleDPError
+from ..core.errors import ShuffleDPError, ValidationError
 from .hpke import (AEAD_AES_128_GCM, AEAD_CHACHA20_POLY1305, KDF_HKDF_SHA256, KEM_X25519_HKDF_SHA256, N_ENC,
                    N_TAG, HpkeError, Suite, open_base, open_base_many, seal_base)
 
 __all__ = [
     "DecodeError", "KeyConfig", "encode_key_list", "decode_key_list", "REPORT_LABEL", "envelope_info",
     "seal_report", "open_report", "open_reports", "envelope_len", "HEADER_LEN", "PlaintextSchema", "encode_upload",
-    "decode_upload", "encode_batch", "decode_batch", "batch_id", "digest",
+    "decode_upload", "encode_batch", "decode_batch", "batch_id", "batch_id_from_digests", "digest", "EncodeError",
+    "MAX_ENVELOPE_LEN", "check_envelope_fits",
 ]
 
 REPORT_LABEL = b"application/vnd.shuffledp.report request"
@@ -47,6 +48,8 @@ MAX_UPLOAD_BYTES = 8 * 1024 * 1024
 #: ``encode_upload`` framing: "SDU1" + u32 count, then per report u8 crowd length, crowd,
 #: u16 envelope length, envelope
 UPLOAD_HEADER_LEN = 8
+#: the upload and batch bodies carry each envelope's length in 16 bits
+MAX_ENVELOPE_LEN = 0xFFFF
 
 
 def upload_item_len(crowd: bytes, envelope: bytes) -> int:
@@ -58,6 +61,25 @@ PLAINTEXT_HEADER = 1 + 16 + 8
 
 class DecodeError(ShuffleDPError, ValueError):
     """Malformed bytes (frame, key list, plaintext)."""
+
+
+class EncodeError(ShuffleDPError, ValueError):
+    """A value that the wire format cannot carry (e.g. an envelope longer than its 16-bit length field)."""
+
+
+def check_envelope_fits(plaintext_len: int, parameter: str = "mechanism") -> None:
+    """Refuse a report layout whose envelopes the upload and batch formats cannot carry.
+
+    An envelope is ``HEADER_LEN + N_ENC + plaintext_len + N_TAG`` bytes; both bodies frame it with a
+    16-bit length, so it must be at most :data:`MAX_ENVELOPE_LEN` (65,535) bytes. Raises
+    :class:`~shuffledp.core.errors.ValidationError` naming ``parameter`` otherwise.
+    """
+    el = envelope_len(int(plaintext_len))
+    if el > MAX_ENVELOPE_LEN:
+        raise ValidationError(
+            f"{parameter} gives {int(plaintext_len):,}-byte reports, i.e. {el:,}-byte envelopes; the upload and "
+            f"batch formats carry envelopes of at most {MAX_ENVELOPE_LEN:,} bytes (16-bit length): choose a smaller "
+            f"domain ({parameter}.params.d) or a mechanism with shorter reports", parameter=parameter)
 
 
 def digest(b: bytes) -> bytes:
@@ -270,9 +292,19 @@ class PlaintextSchema:
 
 
 # ---------------------------------------------------------------------------- bodies
+def _check_frame(crowd: bytes, env: bytes) -> None:
+    if len(crowd) > MAX_CROWD_LEN:
+        raise EncodeError(f"crowd id of {len(crowd)} bytes; at most {MAX_CROWD_LEN}")
+    if len(env) > MAX_ENVELOPE_LEN:
+        raise EncodeError(f"envelope of {len(env):,} bytes; the 16-bit length field carries at most "
+                          f"{MAX_ENVELOPE_LEN:,}")
+
+
 def encode_upload(items: list[tuple[bytes, bytes]]) -> bytes:
+    """Upload body; raises :class:`EncodeError` (never ``struct.error``) for a frame it cannot carry."""
     parts = [b"SDU1", struct.pack(">I", len(items))]
     for crowd, env in items:
+        _check_frame(crowd, env)
         parts.append(bytes([len(crowd)]) + crowd + struct.pack(">H", len(env)) + env)
     return b"".join(parts)
 
@@ -312,7 +344,11 @@ class Batch:
 
 
 def encode_batch(b: Batch) -> bytes:
+    """Batch body; raises :class:`EncodeError` for envelopes it cannot carry (too long or of unequal length)."""
     el = len(b.envelopes[0]) if b.envelopes else 0
+    _check_frame(b.crowd_id, b.envelopes[0] if b.envelopes else b"")
+    if any(len(e) != el for e in b.envelopes):
+        raise EncodeError("the envelopes of one batch must have equal lengths")
     return b"".join([b"SDB1", b.task_id, bytes([len(b.crowd_id)]), b.crowd_id,
                      struct.pack(">QIH", b.window, len(b.envelopes), el), *b.envelopes])
 
@@ -336,8 +372,14 @@ def decode_batch(body: bytes) -> Batch:
 
 def batch_id(task_id: bytes, crowd_id: bytes, window: int, envelopes: list[bytes]) -> bytes:
     """Content-derived batch identifier (order-sensitive), so a re-sent PUT is idempotent."""
+    return batch_id_from_digests(task_id, crowd_id, window, b"".join(hashlib.sha256(e).digest() for e in envelopes))
+
+
+def batch_id_from_digests(task_id: bytes, crowd_id: bytes, window: int, digests: bytes) -> bytes:
+    """:func:`batch_id` from the concatenated SHA-256 digests (32 bytes each, in batch order) of the envelopes."""
+    if len(digests) % 32:
+        raise EncodeError("digests must be a concatenation of 32-byte SHA-256 digests")
     h = hashlib.sha256(b"shuffledp batch v1" + task_id + bytes([len(crowd_id)]) + crowd_id
-                       + struct.pack(">QI", window, len(envelopes)))
-    for e in envelopes:
-        h.update(hashlib.sha256(e).digest())
+                       + struct.pack(">QI", window, len(digests) // 32))
+    h.update(digests)
     return h.digest()
