@@ -615,7 +615,7 @@ class PiecewiseMechanism(_SumMeanOracle):
     to ``M + 1 = K - w + 1`` input grid points. Unbiased; per-user variance
     ``A0 + (B0 - 1) t^2 + B0 Δ^2 λ(t)(1 - λ(t))`` (see :class:`DiscretePiecewise`), which tends
     to PM's ``t^2 / (z - 1) + (z + 3) / (3 (z - 1)^2)`` as ``K`` grows (relative difference
-    ``O(1/K)``).
+    ``O(1 / w) = O(e^{eps/2} / K)``; the grid version is slightly *less* noisy).
 
     ``dim > 1`` (Alg. 4): ``k = max(1, min(dim, floor(eps / 2.5)))`` coordinates (override with
     ``k``) are sampled uniformly without replacement, each is perturbed at budget ``eps / k``, and
