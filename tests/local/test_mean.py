@@ -415,24 +415,42 @@ def test_duchi_sampler_matches_pmf(dim, rng):
 
 
 # ------------------------------------------------------------------ finite, input-independent outputs
-def _odd_low_bit_count(m, t, rng, n=400_000):
-    """Reports in [0.25, 0.5) whose last bit at 2^-54 resolution is odd (Mironov-style test)."""
-    y = m.randomize(np.full(n, t), rng)["t"]
-    return int(np.sum((y >= .25) & (y < .5) & ((np.round(y * 2.0**54).astype(np.int64) & 1) == 1)))
+def _bit_pattern_counts(y):
+    """Counts of events defined by the float bit patterns of reports: for every binade of |y| and
+    every value of the last 4 mantissa bits, one event; plus (Mironov-style) "y in [0.25, 0.5)
+    with an odd last bit at 2^-54 resolution"."""
+    y = np.asarray(y, dtype=np.float64).ravel()
+    binade = np.frexp(np.abs(y))[1].astype(np.int64)
+    low = (y.view(np.uint64) & np.uint64(15)).astype(np.int64)
+    keys, counts = np.unique((binade + 2000) * 16 + low, return_counts=True)
+    out = dict(zip(keys.tolist(), counts.tolist()))
+    out["odd_2^-54_in_[0.25,0.5)"] = int(np.sum((y >= .25) & (y < .5) & ((np.round(y * 2.0**54).astype(np.int64) & 1) == 1)))
+    return out
+
+
+def assert_counts_consistent_with_ldp(counts_a, counts_b, eps, slack=6.0):
+    """For every event: P_a >= e^-eps P_b and P_b >= e^-eps P_a, tested on binomial counts with a
+    ``slack``-sigma margin on each side (an event absent from one batch has count 0)."""
+    for key in set(counts_a) | set(counts_b):
+        ca, cb = counts_a.get(key, 0), counts_b.get(key, 0)
+        for c1, c2 in ((ca, cb), (cb, ca)):
+            assert c1 + slack * math.sqrt(c1 + 1) >= math.exp(-eps) * (c2 - slack * math.sqrt(c2)), (key, ca, cb)
 
 
 @pytest.mark.parametrize("name", ["pm", "hm"])
 @pytest.mark.parametrize("eps", [0.37, 1.0, 2.9])
 def test_low_bit_patterns_do_not_identify_the_input(name, eps):
-    """An event defined by the low bits of the float report has probabilities within e^eps under
-    two inputs. (The continuous sampler left(t) + (C-1) u made such events impossible under one
-    input and likely under another: 0 against ~31000 at eps = 2.9.)"""
+    """Events defined by the low bits of the float report have probabilities within e^eps under
+    different inputs. (The continuous sampler left(t) + (C-1) u made such events impossible under
+    one input and likely under another: at eps = 2.9, 0 against ~31000 odd 2^-54 bits in
+    [0.25, 0.5) for inputs 0.1234 and 0.5; at eps = 0.37, 0 against ~1400 reports in [0.125, 0.25)
+    with low mantissa bits 1000. HM at 0.37 < eps* is pure Duchi: two atoms.)"""
     m = mean_oracle(name, eps)
     rng = np.random.default_rng(1)
-    a, b = _odd_low_bit_count(m, 0.1234, rng), _odd_low_bit_count(m, 0.5, rng)
-    # binomial counts: 6-sigma slack on each side of P_a >= e^-eps P_b (and symmetrically)
-    for c1, c2 in ((a, b), (b, a)):
-        assert c1 + 6 * math.sqrt(c1 + 1) >= math.exp(-eps) * (c2 - 6 * math.sqrt(c2)), (a, b)
+    n = 400_000
+    counts = {x: _bit_pattern_counts(m.randomize(np.full(n, x), rng)["t"]) for x in (0.1234, 0.5, -0.4321)}
+    for x1, x2 in ((0.1234, 0.5), (0.1234, -0.4321), (0.5, -0.4321)):
+        assert_counts_consistent_with_ldp(counts[x1], counts[x2], eps)
 
 
 @pytest.mark.parametrize("name", ["pm", "hm"])
