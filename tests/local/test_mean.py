@@ -424,7 +424,8 @@ def _bit_pattern_counts(y):
     low = (y.view(np.uint64) & np.uint64(15)).astype(np.int64)
     keys, counts = np.unique((binade + 2000) * 16 + low, return_counts=True)
     out = dict(zip(keys.tolist(), counts.tolist()))
-    out["odd_2^-54_in_[0.25,0.5)"] = int(np.sum((y >= .25) & (y < .5) & ((np.round(y * 2.0**54).astype(np.int64) & 1) == 1)))
+    odd = (np.round(y * 2.0**54).astype(np.int64) & 1) == 1
+    out["odd_2^-54_in_[0.25,0.5)"] = int(np.sum((y >= .25) & (y < .5) & odd))
     return out
 
 

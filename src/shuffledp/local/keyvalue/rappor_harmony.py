@@ -96,8 +96,8 @@ class RapporHarmony(KeyValueMechanism):
     def privacy(self) -> PrivacyStatement:
         return PrivacyStatement(self.epsilon, 0.0, "local", "replace_one",
                                 note=f"RAPPOR+Harmony: key eps1={self.eps1:g} (unary, realised "
-                                     f"{2 * math.log(self.p / self.q):.6g}) + value eps2={self.eps2:g} (Harmony, realised "
-                                     f"{self.harmony.effective_epsilon:.12g})")
+                                     f"{2 * math.log(self.p / self.q):.6g}) + value eps2={self.eps2:g} "
+                                     f"(Harmony, realised {self.harmony.effective_epsilon:.12g})")
 
     # --- client -----------------------------------------------------------------------
     def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
