@@ -126,15 +126,22 @@ def _effective_epsilon(requested: float, log_ratio: float) -> float:
     return min(requested, round_up(log_ratio))
 
 
-def _snap_numerators(q: np.ndarray) -> np.ndarray:
-    """``m = ceil(q 2^53)`` (int64) for probabilities ``q`` in [0, 1]: ``rng.integers(0, 2^53) < m``
-    has probability exactly ``m / 2^53`` (``q 2^53`` is an exact float product)."""
-    return np.ceil(np.asarray(q, dtype=np.float64) * _SNAP_SCALE).astype(np.int64)
+def _threshold53(q: np.ndarray) -> np.ndarray:
+    """``x = q 2^53`` (float64, an exact product) for probabilities ``q`` in [0, 1]: the draw
+    ``rng.integers(0, 2^53) < x`` (an integer below 2^53 is an exact float) has probability
+    exactly ``ceil(x) / 2^53`` (:func:`_realised`)."""
+    return np.asarray(q, dtype=np.float64) * _SNAP_SCALE
 
 
-def _bernoulli_from_numerators(m: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Independent booleans with probability exactly ``m / 2^53``."""
-    return rng.integers(0, _SNAP_ONE, size=np.shape(m), dtype=np.int64) < m
+def _realised(x: np.ndarray) -> np.ndarray:
+    """The probability ``ceil(x) / 2^53`` that :func:`_bernoulli_below` realises."""
+    return np.ceil(x) / _SNAP_SCALE
+
+
+def _bernoulli_below(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Independent booleans ``1{U < x}``, ``U`` uniform on the integers [0, 2^53): probability
+    exactly ``ceil(x) / 2^53`` for ``x`` in [0, 2^53]."""
+    return rng.integers(0, _SNAP_ONE, size=np.shape(x), dtype=np.int64) < x
 
 
 def _as_dim_vector(f: Any, dim: int, name: str = "f") -> np.ndarray:
@@ -336,12 +343,12 @@ class DuchiMechanism(_SumMeanOracle):
         if self.dim == 1:
             t = self.check_values(values)
             n = t.shape[0]
-            v = _bernoulli_from_numerators(_snap_numerators((1.0 + t) * 0.5), rng)
+            v = _bernoulli_below(_threshold53((1.0 + t) * 0.5), rng)
             keep = rng.integers(0, H + L, size=n, dtype=np.int64) < H
             return {"z": np.where(v == keep, 1, -1).astype(np.int8)}
         t = self._values(values)
         n, d = t.shape
-        v = _bernoulli_from_numerators(_snap_numerators((1.0 + t) * 0.5), rng).astype(np.int8) * np.int8(2) - np.int8(1)
+        v = _bernoulli_below(_threshold53((1.0 + t) * 0.5), rng).astype(np.int8) * np.int8(2) - np.int8(1)
         # w = z * v with P[w] ∝ H on T+ (sum w > 0) and ∝ L on T- (sum w <= 0): rejection sampling
         # from uniform sign vectors (accept T+ always, T- with probability L / H)
         w = np.empty((n, d), dtype=np.int8)
@@ -370,7 +377,7 @@ class DuchiMechanism(_SumMeanOracle):
         """Exact ``Pr[z | x]`` for each report (the output space is ``{±B}^dim``), with the
         realised rounding probabilities ``P[v_j = 1] = ceil(2^53 (1 + t_j) / 2) / 2^53``."""
         t = self._x(x)
-        q = _snap_numerators((1.0 + t) * 0.5) / _SNAP_SCALE  # realised P[v_j = +1]
+        q = _realised(_threshold53((1.0 + t) * 0.5))  # realised P[v_j = +1]
         z = np.asarray(reports["z"], dtype=np.float64).reshape(-1, self.dim)
         H, L = float(self._H), float(self._L)
         if self.dim == 1:
@@ -433,7 +440,7 @@ class Harmony(_SumMeanOracle):
     def sign_plus_probability(self, t: Any) -> np.ndarray:
         """Exact ``P[x' = +1]`` for the value ``t`` of the sampled coordinate (array-valued):
         ``q H / (H + L) + (1 - q) L / (H + L)`` with the realised ``q = ceil(2^53 (1 + t)/2) / 2^53``."""
-        q = _snap_numerators((1.0 + np.asarray(t, dtype=np.float64)) * 0.5) / _SNAP_SCALE
+        q = _realised(_threshold53((1.0 + np.asarray(t, dtype=np.float64)) * 0.5))
         H, L = float(self._H), float(self._L)
         return (L + q * (H - L)) / (H + L)
 
@@ -442,7 +449,7 @@ class Harmony(_SumMeanOracle):
         n = t.shape[0]
         j = rng.integers(0, self.dim, size=n) if self.dim > 1 else np.zeros(n, dtype=np.int64)
         tj = t[np.arange(n), j]
-        x = _bernoulli_from_numerators(_snap_numerators((1.0 + tj) * 0.5), rng)
+        x = _bernoulli_below(_threshold53((1.0 + tj) * 0.5), rng)
         keep = rng.integers(0, self._H + self._L, size=n, dtype=np.int64) < self._H
         s = np.where(x == keep, 1, -1).astype(np.int8)
         return {"j": j.astype(np.int64), "s": s}
@@ -501,8 +508,9 @@ class DiscretePiecewise:
     the smaller worst-case variance (the continuous PM puts the fraction ``1 / (z + 1)`` of its
     range in the high band); as ``K -> inf`` the grid tends to the continuous PM.
 
-    Sampling: ``s`` by ``rng.integers(0, 2^53) < ceil(2^53 λ)`` and ``j`` from one
-    ``rng.integers(0, N)``, so the realised law is exactly the stated one (``N <= 2^53``).
+    Sampling: ``s = s0 + 1{rng.integers(0, 2^53) < 2^53 λ}``, then window or not by
+    ``rng.integers(0, N) < w H`` and a uniform cell of the chosen part (``rng.integers(0, w)`` or
+    ``rng.integers(0, M)``), so the realised law is exactly the stated one (``N <= 2^53``).
     Privacy: every input grid point's law takes only the values ``H / N`` and ``L / N``, so every
     mixture of them (every real input) has pmf ratio ``<= H / L``.
     """
@@ -538,23 +546,26 @@ class DiscretePiecewise:
         return {"N": N, "a": a, "A0": A0, "B0": B0, "g_max": g_max, "worst": A0 + B0 - 1 + g_max}
 
     # --- input rounding --------------------------------------------------------------------
-    def _snap(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(s0, lam, m): lower neighbour index, position in [0, 1], realised numerator of lam."""
+    def _snap(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(s0, lam): lower neighbour index (float, integral) and position in [0, 1] of ``t``."""
         pos = (np.asarray(t, dtype=np.float64) + 1.0) * (self.M * 0.5)
         s0 = np.minimum(np.floor(pos), self.M - 1)
-        lam = pos - s0  # exact (Sterbenz)
-        return s0.astype(np.int64), lam, _snap_numerators(lam)
+        return s0, pos - s0  # pos - s0 is exact (Sterbenz)
 
     # --- sampler ---------------------------------------------------------------------------
     def sample_index(self, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Grid indices (int64, shape of ``t``) for inputs ``t``."""
-        s0, _, m = self._snap(t)
-        s = s0 + _bernoulli_from_numerators(m, rng)
-        u = rng.integers(0, self.N, size=np.shape(t), dtype=np.int64)
-        wH = self.w * self.H
-        inside = u < wH
-        r = np.where(inside, 0, u - wH) // self.L  # rank among the M cells outside the window
-        return np.where(inside, s + u // self.H, r + self.w * (r >= s))
+        s0, lam = self._snap(t)
+        s = s0.astype(np.int64)
+        s += _bernoulli_below(_threshold53(lam), rng)  # upper neighbour: prob. ceil(2^53 lam) / 2^53
+        shape = np.shape(t)
+        # window (probability w H / N, then a uniform cell of it) or outside (M L / N, then a
+        # uniform cell among the M others): each cell's probability is H / N or L / N exactly
+        inside = rng.integers(0, self.N, size=shape, dtype=np.int64) < self.w * self.H
+        cell_in = rng.integers(0, self.w, size=shape, dtype=np.int64)
+        r = rng.integers(0, self.M, size=shape, dtype=np.int64)
+        r += self.w * (r >= s)
+        return np.where(inside, s + cell_in, r)
 
     def sample(self, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Grid values for inputs ``t`` (float64 from the fixed table ``grid``)."""
@@ -573,8 +584,8 @@ class DiscretePiecewise:
     def pmf(self, y: np.ndarray, t: np.ndarray) -> np.ndarray:
         """Exact ``Pr[y | t]`` (broadcast); 0 off the grid."""
         j, ok = self.index_of(y)
-        s0, _, m = self._snap(t)
-        lam = m / _SNAP_SCALE
+        s0, lam = self._snap(t)
+        lam = _realised(_threshold53(lam))
 
         def at(s: np.ndarray) -> np.ndarray:
             return np.where((j >= s) & (j < s + self.w), self._pH, self._pL)
@@ -583,7 +594,7 @@ class DiscretePiecewise:
 
     def snap_variance(self, t: np.ndarray) -> np.ndarray:
         """The rounding term ``B0 Δ^2 λ (1 - λ)`` of the variance at ``t``."""
-        _, lam, _ = self._snap(t)
+        _, lam = self._snap(t)
         return self.B0 * (2.0 / self.M) ** 2 * lam * (1.0 - lam)
 
 
@@ -806,12 +817,12 @@ class HybridMechanism(PiecewiseMechanism):
 
     def _duchi_plus(self, t: np.ndarray) -> np.ndarray:
         """Realised P[+C_D | t] of the Duchi part."""
-        q = _snap_numerators((1.0 + np.asarray(t, dtype=np.float64)) * 0.5) / _SNAP_SCALE
+        q = _realised(_threshold53((1.0 + np.asarray(t, dtype=np.float64)) * 0.5))
         H, L = float(self._HD), float(self._LD)
         return (L + q * (H - L)) / (H + L)
 
     def _coord_sample(self, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        v = _bernoulli_from_numerators(_snap_numerators((1.0 + t) * 0.5), rng)
+        v = _bernoulli_below(_threshold53((1.0 + t) * 0.5), rng)
         keep = rng.integers(0, self._HD + self._LD, size=t.shape, dtype=np.int64) < self._HD
         duchi = np.where(v == keep, self.C_duchi, -self.C_duchi)
         if self._pm is None:
