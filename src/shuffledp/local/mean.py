@@ -353,10 +353,15 @@ class DuchiMechanism(_SumMeanOracle):
         # from uniform sign vectors (accept T+ always, T- with probability L / H)
         w = np.empty((n, d), dtype=np.int8)
         todo = np.arange(n)
+        ones_d = np.ones(d, dtype=np.uint8)
         while todo.size:
-            cand = rng.integers(0, 2, size=(todo.size, d), dtype=np.int8) * np.int8(2) - np.int8(1)
-            acc = (cand.sum(axis=1) > 0) | (rng.integers(0, H, size=todo.size, dtype=np.int64) < L)
-            w[todo[acc]] = cand[acc]
+            m = todo.size
+            # m x d fair bits from random bytes (exactly uniform sign vectors)
+            bits = np.unpackbits(np.frombuffer(rng.bytes((m * d + 7) // 8), dtype=np.uint8), count=m * d)
+            bits = bits.reshape(m, d)
+            plus = 2 * np.matmul(bits, ones_d, dtype=np.int32) > d  # sum w > 0
+            acc = plus | (rng.integers(0, H, size=m, dtype=np.int64) < L)
+            w[todo[acc]] = bits[acc].view(np.int8) * np.int8(2) - np.int8(1)
             todo = todo[~acc]
         return {"z": w * v}
 
@@ -715,7 +720,8 @@ class PiecewiseMechanism(_SumMeanOracle):
             return np.broadcast_to(np.arange(d), (n, d)).copy()
         # uniform k-subset per user: first k entries of an exact uniform permutation (Fisher-Yates
         # with bounded integer draws), so the stated 1 / binom(d, k) is the realised law
-        return rng.permuted(np.broadcast_to(np.arange(d, dtype=np.int64), (n, d)), axis=1)[:, :k]
+        perm = rng.permuted(np.broadcast_to(np.arange(d, dtype=np.int64), (n, d)), axis=1)
+        return np.ascontiguousarray(perm[:, :k])
 
     def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
         if self.dim == 1:
