@@ -378,6 +378,8 @@ class DuchiMechanism(_SumMeanOracle):
         z = np.asarray(reports["z"])
         if not np.issubdtype(z.dtype, np.integer):
             z = z.astype(np.int64)
+        if self.dim == 1:
+            return np.array([z.sum(dtype=np.int64)], dtype=np.int64)
         z = z.reshape(z.shape[0], -1)
         # column sums as a row of ones times z, accumulated in int64 (exact; fast for C-ordered z)
         return np.matmul(np.ones(z.shape[0], dtype=z.dtype), z, dtype=np.int64).reshape(self.dim)
