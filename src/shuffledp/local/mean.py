@@ -350,20 +350,28 @@ class DuchiMechanism(_SumMeanOracle):
         n, d = t.shape
         v = _bernoulli_below(_threshold53((1.0 + t) * 0.5), rng).astype(np.int8) * np.int8(2) - np.int8(1)
         # w = z * v with P[w] ∝ H on T+ (sum w > 0) and ∝ L on T- (sum w <= 0): rejection sampling
-        # from uniform sign vectors (accept T+ always, T- with probability L / H)
-        w = np.empty((n, d), dtype=np.int8)
-        todo = np.arange(n)
-        ones_d = np.ones(d, dtype=np.uint8)
+        # from uniform sign vectors (accept T+ always, T- with probability L / H); the first round
+        # covers every user, later rounds only the rejected ones
+        w = self._uniform_signs(n, rng)
+        todo = np.flatnonzero(~self._accept(w, rng))
         while todo.size:
-            m = todo.size
-            # m x d fair bits from random bytes (exactly uniform sign vectors)
-            bits = np.unpackbits(np.frombuffer(rng.bytes((m * d + 7) // 8), dtype=np.uint8), count=m * d)
-            bits = bits.reshape(m, d)
-            plus = 2 * np.matmul(bits, ones_d, dtype=np.int32) > d  # sum w > 0
-            acc = plus | (rng.integers(0, H, size=m, dtype=np.int64) < L)
-            w[todo[acc]] = bits[acc].view(np.int8) * np.int8(2) - np.int8(1)
-            todo = todo[~acc]
-        return {"z": w * v}
+            cand = self._uniform_signs(todo.size, rng)
+            ok = self._accept(cand, rng)
+            w[todo[ok]] = cand[ok]
+            todo = todo[~ok]
+        # stored coordinate-major (Fortran order), so per-coordinate sums read contiguous memory
+        return {"z": np.asfortranarray(w * v)}
+
+    def _uniform_signs(self, m: int, rng: np.random.Generator) -> np.ndarray:
+        """``m`` uniform vectors in {±1}^d (int8) from ``m d`` fair bits of ``rng.bytes``."""
+        d = self.dim
+        bits = np.unpackbits(np.frombuffer(rng.bytes((m * d + 7) // 8), dtype=np.uint8), count=m * d)
+        return bits.view(np.int8).reshape(m, d) * np.int8(2) - np.int8(1)
+
+    def _accept(self, w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Accept ``w`` if ``sum w > 0``, else with probability exactly ``L / H``."""
+        plus = np.matmul(w, np.ones(self.dim, dtype=np.int8), dtype=np.int32) > 0
+        return plus | (rng.integers(0, self._H, size=w.shape[0], dtype=np.int64) < self._L)
 
     def validate_reports(self, reports: Reports) -> Reports:
         if set(reports) != {"z"}:
@@ -381,6 +389,8 @@ class DuchiMechanism(_SumMeanOracle):
         if self.dim == 1:
             return np.array([z.sum(dtype=np.int64)], dtype=np.int64)
         z = z.reshape(z.shape[0], -1)
+        if z.flags.f_contiguous:  # randomize's layout: each coordinate is contiguous
+            return z.T.sum(axis=1, dtype=np.int64)
         # column sums as a row of ones times z, accumulated in int64 (exact; fast for C-ordered z)
         return np.matmul(np.ones(z.shape[0], dtype=z.dtype), z, dtype=np.int64).reshape(self.dim)
 
