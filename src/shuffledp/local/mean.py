@@ -66,6 +66,7 @@ __all__ = [
     "Harmony",
     "PiecewiseMechanism",
     "HybridMechanism",
+    "DiscretePiecewise",
     "HM_EPSILON_STAR",
     "DEFAULT_GRID_SIZE",
     "duchi_multidim_constants",
@@ -506,12 +507,6 @@ class Harmony(_SumMeanOracle):
 # Piecewise and Hybrid mechanisms (Wang et al. ICDE'19), with Algorithm 4 for dim > 1
 # ---------------------------------------------------------------------------------------------
 
-def _pm_constants(eps: float) -> tuple[float, float]:
-    """(z, C) of the continuous PM at budget eps: z = e^{eps/2}, C = (z + 1) / (z - 1)."""
-    z = math.exp(eps / 2.0)
-    return z, (z + 1.0) / math.expm1(eps / 2.0)
-
-
 class DiscretePiecewise:
     """The Piecewise Mechanism on a fixed grid: one coordinate at budget ``eps / power`` (``ln(H/L)``,
     with ``(H / L)^power < e^eps``: ``power`` coordinates of one user share ``eps``).
@@ -617,11 +612,6 @@ class DiscretePiecewise:
         """The rounding term ``B0 Δ^2 λ (1 - λ)`` of the variance at ``t``."""
         _, lam = self._snap(t)
         return self.B0 * (2.0 / self.M) ** 2 * lam * (1.0 - lam)
-
-
-def _duchi1_constants(H: int, L: int) -> tuple[float, float]:
-    """(C, slope): the 1-D Duchi mechanism with ratio H / L outputs ±C with P[+C] = 1/2 + slope t."""
-    return float(Fraction(H + L, H - L)), float(Fraction(H - L, 2 * (H + L)))
 
 
 def _check_grid_size(grid_size: Any) -> int:
@@ -824,7 +814,7 @@ class HybridMechanism(PiecewiseMechanism):
         self.alpha = self._alpha_num / (1 << _ALPHA_BITS)
         self._pm = DiscretePiecewise(self.epsilon, self.grid_size, power=self.k) if self._alpha_num else None
         self._HD, self._LD = exp_ratio_below(self.epsilon, power=self.k)
-        self.C_duchi, self._duchi_slope = _duchi1_constants(self._HD, self._LD)
+        self.C_duchi = float(Fraction(self._HD + self._LD, self._HD - self._LD))  # Duchi-1D outputs ±C_D
 
     def _coord_log_ratio(self) -> float:
         d = _log_ratio(self._HD, self._LD)
