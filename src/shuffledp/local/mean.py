@@ -28,7 +28,8 @@ Exact sampling
 --------------
 Every random choice whose probability enters the privacy ratio is made by comparing integers
 drawn with ``rng.integers`` (exactly uniform on ``[0, N)`` for any ``N``) against integer
-thresholds: the realised probabilities are the stated rationals, not their float roundings. The
+thresholds, or from fair bits of ``rng.bytes``: the realised probabilities are the stated
+rationals, not their float roundings. The
 ``e^eps`` of each mechanism is replaced by a ratio of integers ``H / L < e^eps``
 (:func:`exp_ratio_below`); the mechanism is then exactly ``ln(H / L)``-LDP and states that
 number, rounded up and capped at the requested eps, as ``effective_epsilon`` (and in
