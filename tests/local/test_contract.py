@@ -329,3 +329,99 @@ def test_any_invalid_value_rejects_the_whole_batch(name, good, bad, pos):
     vals.insert(min(pos, len(vals)), bad)
     with pytest.raises(ValidationError):
         mech.randomize(np.asarray(vals), np.random.default_rng(0))
+
+
+# ------------------------------------------------------------------ real-valued outputs: finite, fixed support
+# A report field holding floats must take its values in a finite set that does not depend on the
+# input (otherwise the float bit patterns of a report can be impossible under another input, an
+# infinite privacy loss). Every registered randomizer (frequency, mean, key-value) is randomized
+# once; those with a floating-point report field must expose that set as ``output_grid()``, and
+# the checks below run on all of them.
+
+def _all_mechanisms():
+    from shuffledp.local.keyvalue import KEYVALUE_MECHANISMS, keyvalue_mechanism
+
+    rng = np.random.default_rng(31)
+    out = []
+    for name in FREQ:
+        out.append(("frequency", name, frequency_oracle(name, 2.0, D), rng.integers(0, D, 200)))
+    for name in MEAN:
+        out.append(("mean", name, mean_oracle(name, 2.0), rng.uniform(-1, 1, 200)))
+    for name in sorted(KEYVALUE_MECHANISMS):
+        pairs = np.stack([rng.integers(0, D, (200, 1)), rng.uniform(-1, 1, (200, 1))], axis=-1)
+        out.append(("keyvalue", name, keyvalue_mechanism(name, 2.0, D), pairs))
+    return out
+
+
+def _real_fields(mech, sample):
+    reports = mech.randomize(sample, np.random.default_rng(32))
+    return sorted(k for k, v in reports.items() if np.issubdtype(np.asarray(v).dtype, np.floating))
+
+
+REAL_VALUED = sorted(name for kind, name, mech, sample in _all_mechanisms() if _real_fields(mech, sample))
+
+
+def test_real_valued_randomizers_are_discovered():
+    """The discovery runs over every registry; the real-valued mean oracles are found, and every
+    other registered randomizer releases only integer fields."""
+    assert {"pm", "hm"} <= set(REAL_VALUED)
+    for kind, name, mech, sample in _all_mechanisms():
+        if name not in REAL_VALUED:
+            reports = mech.randomize(sample, np.random.default_rng(33))
+            assert all(np.issubdtype(np.asarray(v).dtype, np.integer) for v in reports.values()), (kind, name)
+
+
+def _bit_pattern_counts(y):
+    """Counts of events defined by float bit patterns: one per (binade of |y|, last 4 mantissa
+    bits), plus "y in [0.25, 0.5) with an odd last bit at 2^-54 resolution" (Mironov-style)."""
+    y = np.asarray(y, dtype=np.float64).ravel()
+    binade = np.frexp(np.abs(y))[1].astype(np.int64)
+    low = (y.view(np.uint64) & np.uint64(15)).astype(np.int64)
+    keys, counts = np.unique((binade + 2000) * 16 + low, return_counts=True)
+    out = dict(zip(keys.tolist(), counts.tolist()))
+    out["fine"] = int(np.sum((y >= .25) & (y < .5) & ((np.round(y * 2.0**54).astype(np.int64) & 1) == 1)))
+    return out
+
+
+@pytest.mark.parametrize("eps", [0.37, 2.9])
+@pytest.mark.parametrize("name", REAL_VALUED)
+def test_real_outputs_have_a_fixed_finite_support(name, eps):
+    mech = mean_oracle(name, eps)
+    assert callable(getattr(mech, "output_grid", None)), f"{name} releases floats but has no output_grid()"
+    grid = mech.output_grid()
+    assert grid.dtype == np.float64 and grid.ndim == 1 and np.all(np.isfinite(grid)) and np.all(np.diff(grid) > 0)
+    np.testing.assert_array_equal(grid, mean_oracle(name, eps).output_grid())  # a function of the parameters only
+    rng = np.random.default_rng(34)
+    fields = _real_fields(mech, np.zeros(4))
+    counts = {}
+    for x in (-1.0, -0.4321, 0.1234, 0.5, 1.0):
+        reports = mech.randomize(np.full(200_000, x), rng)
+        for f in fields:
+            assert np.all(np.isin(reports[f], grid)), (name, x, f)
+        counts[x] = _bit_pattern_counts(np.concatenate([reports[f].ravel() for f in fields]))
+    # eps-LDP: every event's probability changes by at most e^eps between inputs (binomial counts,
+    # 6-sigma slack; an event absent under one input has count 0 there)
+    for x1 in counts:
+        for x2 in counts:
+            for key in set(counts[x1]) | set(counts[x2]):
+                c1, c2 = counts[x1].get(key, 0), counts[x2].get(key, 0)
+                assert c1 + 6 * math.sqrt(c1 + 1) >= math.exp(-eps) * (c2 - 6 * math.sqrt(c2)), (name, x1, x2, key)
+
+
+@pytest.mark.parametrize("eps", [0.37, 2.9])
+@pytest.mark.parametrize("name", REAL_VALUED)
+def test_real_outputs_probabilities_cover_the_grid(name, eps):
+    """``probabilities`` is the pmf of the finite law: it sums to 1 over ``output_grid()`` for
+    every input (on and off any internal input grid), is positive on the support, and the exact
+    ratio over the whole grid is at most the stated eps."""
+    mech = mean_oracle(name, eps)
+    fields = _real_fields(mech, np.zeros(4))
+    assert fields == ["t"] and set(mech.randomize(np.zeros(2), np.random.default_rng(0))) == {"t"}
+    grid = mech.output_grid()
+    inputs = [-1.0, -0.4321, 0.0, 0.1234, 1 / 3, 1.0]
+    for x in inputs:
+        p = np.asarray(mech.probabilities({"t": grid}, x), dtype=np.float64)
+        assert p.sum() == pytest.approx(1.0, abs=1e-12) and np.all(p > 0)
+        assert mech.probabilities({"t": np.nextafter(grid[:3], np.inf)}, x).max() == 0.0  # off-grid: impossible
+    assert worst_case_log_ratio(mech, {"t": grid}, inputs) <= mech.privacy.eps + 1e-12
+    assert mech.privacy.eps <= eps

@@ -96,33 +96,59 @@ def test_printed_even_dim_duchi_is_not_private(dim):
     assert (fixed.max(axis=1) / fixed.min(axis=1)).max() == pytest.approx(e)
 
 
-def _pm_hm_moments(m, x, grid=200_001):
-    """Total mass, mean, second moment of one coordinate's output law by exact piecewise integration."""
-    C = m.C
-    y = np.linspace(-C, C, grid)
-    dens = m._coord_density(y, np.full_like(y, x))
-    atoms = np.zeros_like(y, dtype=bool)
-    extra = [0.0, 0.0, 0.0]
-    if isinstance(m, HybridMechanism):
-        atoms = np.abs(y) == m.C_duchi
-        for a in (-m.C_duchi, m.C_duchi):
-            w = float(m._coord_density(np.array([a]), np.array([x]))[0])
-            extra = [extra[0] + w, extra[1] + w * a, extra[2] + w * a * a]
-    dens = np.where(atoms, 0.0, dens)
-    # density is piecewise constant: integrate with the breakpoints resolved by a fine grid (trapezoid)
-    return [np.trapezoid(dens * y**k, y) + extra[k] for k in range(3)]
+def _grid_moments(m, x):
+    """Total mass, mean and second moment of one coordinate's output law, summed exactly over the
+    finite output set (``output_grid``) with the stated pmf."""
+    g = m.output_grid()
+    p = np.asarray(m.probabilities({"t": g}, x), dtype=np.float64)
+    return p, float(p.sum()), float((p * g).sum()), float((p * g * g).sum())
 
 
 @pytest.mark.parametrize("cls,eps", [(PiecewiseMechanism, 0.5), (PiecewiseMechanism, 2 * math.log(3)),
-                                     (HybridMechanism, 0.3), (HybridMechanism, 1.0), (HybridMechanism, 4.0)])
-@pytest.mark.parametrize("x", [-1.0, -0.3, 0.0, 0.8, 1.0])
-def test_pm_hm_density_is_normalized_unbiased_with_stated_variance(cls, eps, x):
+                                     (PiecewiseMechanism, 8.0), (HybridMechanism, 0.3), (HybridMechanism, 1.0),
+                                     (HybridMechanism, 4.0)])
+@pytest.mark.parametrize("x", [-1.0, -0.3, 0.0, 0.1234, 0.8, 1.0])
+def test_pm_hm_pmf_is_normalized_unbiased_with_stated_variance(cls, eps, x):
+    """Exact enumeration of the output grid: the pmf is a law with full support, mean x and the
+    closed-form variance (inputs on and off the input grid)."""
     m = cls(eps)
-    mass, mean, second = _pm_hm_moments(m, x)
-    tol = 2e-4 * m.C**2
-    assert mass == pytest.approx(1.0, abs=tol)
-    assert mean == pytest.approx(x, abs=tol)
-    assert second - x * x == pytest.approx(m.variance(1, x), abs=tol * 10)
+    p, mass, mean, second = _grid_moments(m, x)
+    assert p.min() > 0  # every grid value is possible under every input
+    assert mass == pytest.approx(1.0, abs=1e-12)
+    assert mean == pytest.approx(x, abs=1e-12 * m.C)
+    assert second - mean * mean == pytest.approx(m.variance(1, x), rel=1e-9)
+
+
+@pytest.mark.parametrize("cls", [PiecewiseMechanism, HybridMechanism])
+@pytest.mark.parametrize("eps", [0.7, 1.0, 3.0])  # HM above eps* (below it there is no PM part)
+def test_snapping_variance_term(cls, eps):
+    """Off the input grid the variance exceeds a + b t^2 by B0 Δ^2 λ(1-λ) <= snap_variance_bound."""
+    m = cls(eps, grid_size=64)  # a coarse grid makes the term visible
+    a, b = m._unit_variance_coefficients()
+    pm = m._pm
+    mid = 2 * (3 + 0.5) / pm.M - 1  # halfway between input grid points 3 and 4: λ = 1/2
+    for t, extra in [(2 * 3 / pm.M - 1, 0.0), (mid, m.snap_variance_bound())]:
+        _, _, mean, second = _grid_moments(m, t)
+        assert mean == pytest.approx(t, abs=1e-12 * m.C)
+        assert second - mean * mean == pytest.approx(a + b * t * t + extra, rel=1e-9)
+    assert m.snap_variance_bound() > 0
+
+
+def _continuous_pm_variance(eps, t):
+    z = math.exp(eps / 2)
+    return t * t / (z - 1) + (z + 3) / (3 * (z - 1) ** 2)
+
+
+@pytest.mark.parametrize("eps", [0.1, 0.5, 2.0, 6.0, 10.0])
+@pytest.mark.parametrize("K", [256, 4096])
+def test_grid_pm_tends_to_continuous_pm(eps, K):
+    """The grid PM's range is within 2/K and its variance within O(1/w) = O(e^{eps/2}/K) of the
+    continuous PM's (w ~ K/(e^{eps/2} + 1) cells in the high band)."""
+    m = PiecewiseMechanism(eps, grid_size=K)
+    z = math.exp(eps / 2)
+    assert m.C == pytest.approx((z + 1) / (z - 1), rel=2 / K)
+    for t in (0.0, 0.5, 1.0):
+        assert m.variance(1, t) == pytest.approx(_continuous_pm_variance(eps, t), rel=2 / m._pm.w)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -137,15 +163,19 @@ def test_worked_examples():
     for dim, B in [(1, 2.163953), (2, 3.327907), (3, 4.327907), (4, 4.770542), (5, 5.770542)]:
         assert mean_oracle("duchi", 1.0, dim=dim).B == pytest.approx(B, abs=1e-6)
     assert mean_oracle("duchi", 1.0, dim=2).p_u == pytest.approx(0.475367, abs=1e-6)
+    # PM and HM run on a grid of K = 4096 values: the paper's numbers hold up to O(1/K)
     pm = mean_oracle("pm", 2 * math.log(3))
-    assert pm.C == pytest.approx(2.0)
-    y = np.array([0.3, -0.5])
-    np.testing.assert_allclose(pm.probabilities({"t": y}, 0.5), [0.75, 0.75 / 9])
-    assert pm.variance(1, 0.5) == pytest.approx(0.625)
+    assert pm.C == pytest.approx(2.0, rel=1e-3)
+    g = pm.output_grid()
+    y = g[[np.argmin(np.abs(g - 0.3)), np.argmin(np.abs(g - (-0.5)))]]
+    cell = g[1] - g[0]
+    # pmf / cell width = the paper's density 0.75 (high band) and 0.75 / 9 (elsewhere)
+    np.testing.assert_allclose(pm.probabilities({"t": y}, 0.5) / cell, [0.75, 0.75 / 9], rtol=1e-3)
+    assert pm.variance(1, 0.5) == pytest.approx(0.625, rel=1e-3)
     hm = mean_oracle("hm", 2 * math.log(3))
-    assert hm.alpha == pytest.approx(2 / 3)
-    assert hm.variance(1, 0.0) == pytest.approx(0.854167, abs=1e-6)
-    assert hm.variance(1, 0.9) == pytest.approx(0.854167, abs=1e-6)  # t^2 terms cancel above eps*
+    assert hm.alpha == pytest.approx(2 / 3, abs=2.0**-32)
+    assert hm.variance(1, 0.0) == pytest.approx(0.854167, rel=1e-3)
+    assert hm.variance(1, 0.9) == pytest.approx(0.854167, rel=1e-3)  # t^2 terms cancel above eps* (up to O(1/K))
     assert mean_oracle("hm", 0.5).alpha == 0.0
     assert mean_oracle("hm", 0.5).variance(1, 0.4) == pytest.approx(d_var(0.5, 0.4))
     h = mean_oracle("harmony", 1.0, dim=4)
@@ -327,7 +357,8 @@ def test_registry(name, cls):
     m = mean_oracle(name, 1.5, dim=2)
     assert type(m) is cls and isinstance(m, MeanOracle)
     assert m.dim == 2 and m.epsilon == 1.5
-    assert m.privacy.eps == 1.5 and m.privacy.model == "local"
+    assert m.privacy.eps <= 1.5 and m.privacy.eps == pytest.approx(1.5, rel=1e-9) and m.privacy.model == "local"
+    assert m.privacy.eps == m.effective_epsilon
     assert "dim=2" in repr(m)
     assert mean_oracle(name, 1.5).dim == 1
 
@@ -344,60 +375,158 @@ def test_run_convenience(rng):
     assert abs(est.values[0] - x.mean()) < mean_z_bound() * math.sqrt(m.variance(20000, 1.0))
 
 
-# ------------------------------------------------------------------ sampler vs stated density (KS)
-def _cdf_from_density(mech, t, lo, hi, breaks):
-    """CDF of the continuous part from ``mech.probabilities`` (piecewise constant between ``breaks``):
-    the density is evaluated at each piece's midpoint and integrated exactly."""
-    edges = np.unique(np.clip(np.asarray(breaks, dtype=np.float64), lo, hi))
-    mids = (edges[:-1] + edges[1:]) / 2
-    dens = np.asarray(mech.probabilities({"t": mids}, t), dtype=np.float64)
-    mass = np.concatenate([[0.0], np.cumsum(dens * np.diff(edges))])
-
-    def cdf(y):
-        y = np.clip(np.asarray(y, dtype=np.float64), lo, hi)
-        i = np.clip(np.searchsorted(edges, y, side="right") - 1, 0, mids.size - 1)
-        return mass[i] + dens[i] * (y - edges[i])
-
-    return cdf, float(mass[-1])
-
-
-@pytest.mark.parametrize("eps", [0.5, 1.0, 4.0])
-@pytest.mark.parametrize("t", [-0.7, 0.0, 0.9])
-def test_pm_sampler_matches_density_ks(eps, t, rng):
+# ------------------------------------------------------------------ sampler vs stated pmf (chi-square)
+@pytest.mark.parametrize("cls", [PiecewiseMechanism, HybridMechanism])
+@pytest.mark.parametrize("eps", [0.3, 1.0, 4.0])  # HM at 0.3 < eps*: pure Duchi (atoms only)
+@pytest.mark.parametrize("t", [-0.7, 0.0, 0.1234, 1.0])
+def test_pm_hm_sampler_matches_pmf(cls, eps, t, rng):
+    """Counts of every output value (coarse grid, K = 64) against ``probabilities``."""
     from scipy import stats
 
-    m = PiecewiseMechanism(eps)
-    left = (m.C + 1) * 0.5 * t - (m.C - 1) * 0.5
-    cdf, total = _cdf_from_density(m, t, -m.C, m.C, [-m.C, left, left + m.C - 1, m.C])
-    assert total == pytest.approx(1.0, abs=1e-12)  # the stated density is a density
-    y = m.randomize(np.full(50_000, t), rng)["t"]
-    assert np.all(np.abs(y) <= m.C)
-    assert stats.kstest(y, cdf).pvalue > 1e-4
-
-
-@pytest.mark.parametrize("eps", [0.3, 1.0, 4.0])  # 0.3 < eps*: pure Duchi (atoms only)
-@pytest.mark.parametrize("t", [-0.7, 0.0, 0.9])
-def test_hm_sampler_matches_density(eps, t, rng):
-    """HM = atoms at +-C_D plus a PM part: atom frequencies by chi-square against probabilities(),
-    the continuous part (outputs off the atoms) by KS against the normalised continuous density."""
-    from scipy import stats
-
-    m = HybridMechanism(eps)
-    N = 60_000
+    m = cls(eps, grid_size=64)
+    g = m.output_grid()
+    N = 100_000
     y = m.randomize(np.full(N, t), rng)["t"]
-    atoms = np.array([-m.C_duchi, m.C_duchi])
-    p_atoms = np.asarray(m.probabilities({"t": atoms}, t), dtype=np.float64)
-    pm_c = PiecewiseMechanism(eps).C  # support of the PM part
-    left = (pm_c + 1) * 0.5 * t - (pm_c - 1) * 0.5
-    cdf, cont_mass = _cdf_from_density(m, t, -pm_c, pm_c, [-pm_c, left, left + pm_c - 1, pm_c])
-    if m.alpha == 0.0:
-        cont_mass = 0.0
-    assert p_atoms.sum() + cont_mass == pytest.approx(1.0, abs=1e-12)  # atoms + density = a law
-    on = np.isin(y, atoms)
-    obs = np.array([np.sum(y == atoms[0]), np.sum(y == atoms[1]), np.sum(~on)])
-    exp = np.array([p_atoms[0], p_atoms[1], cont_mass]) * N
-    keep = exp > 0
+    idx = np.searchsorted(g, y)
+    assert np.all(g[np.minimum(idx, g.size - 1)] == y)  # every output is a grid value
+    obs = np.bincount(idx, minlength=g.size)
+    p = np.asarray(m.probabilities({"t": g}, t), dtype=np.float64)
+    assert p.sum() == pytest.approx(1.0, abs=1e-12)
+    keep = p > 0
     assert obs[~keep].sum() == 0
-    assert stats.chisquare(obs[keep], exp[keep]).pvalue > 1e-4
-    if m.alpha > 0:
-        assert stats.kstest(y[~on], lambda v: cdf(v) / cont_mass).pvalue > 1e-4
+    assert stats.chisquare(obs[keep], p[keep] / p[keep].sum() * N).pvalue > 1e-4
+
+
+@pytest.mark.parametrize("dim", [1, 2, 3, 4])
+def test_duchi_sampler_matches_pmf(dim, rng):
+    """The d-D Duchi sampler (rejection from uniform sign vectors) against the exhaustive pmf."""
+    from scipy import stats
+
+    m = mean_oracle("duchi", 1.0, dim=dim)
+    x = np.linspace(-0.8, 0.6, dim) if dim > 1 else 0.35
+    N = 80_000
+    z = m.randomize(np.tile(np.atleast_1d(x), (N, 1)) if dim > 1 else np.full(N, x), rng)["z"].reshape(N, dim)
+    code = ((z > 0).astype(np.int64) << np.arange(dim)).sum(axis=1)
+    obs = np.bincount(code, minlength=2**dim)
+    Z = np.array([[1 if (c >> i) & 1 else -1 for i in range(dim)] for c in range(2**dim)], dtype=np.int8)
+    p = m.probabilities({"z": Z[:, 0] if dim == 1 else Z}, x)
+    assert p.sum() == pytest.approx(1.0, abs=1e-12)
+    assert stats.chisquare(obs, p * N).pvalue > 1e-4
+
+
+# ------------------------------------------------------------------ finite, input-independent outputs
+def _bit_pattern_counts(y):
+    """Counts of events defined by the float bit patterns of reports: for every binade of |y| and
+    every value of the last 4 mantissa bits, one event; plus (Mironov-style) "y in [0.25, 0.5)
+    with an odd last bit at 2^-54 resolution"."""
+    y = np.asarray(y, dtype=np.float64).ravel()
+    binade = np.frexp(np.abs(y))[1].astype(np.int64)
+    low = (y.view(np.uint64) & np.uint64(15)).astype(np.int64)
+    keys, counts = np.unique((binade + 2000) * 16 + low, return_counts=True)
+    out = dict(zip(keys.tolist(), counts.tolist()))
+    odd = (np.round(y * 2.0**54).astype(np.int64) & 1) == 1
+    out["odd_2^-54_in_[0.25,0.5)"] = int(np.sum((y >= .25) & (y < .5) & odd))
+    return out
+
+
+def assert_counts_consistent_with_ldp(counts_a, counts_b, eps, slack=6.0):
+    """For every event: P_a >= e^-eps P_b and P_b >= e^-eps P_a, tested on binomial counts with a
+    ``slack``-sigma margin on each side (an event absent from one batch has count 0)."""
+    for key in set(counts_a) | set(counts_b):
+        ca, cb = counts_a.get(key, 0), counts_b.get(key, 0)
+        for c1, c2 in ((ca, cb), (cb, ca)):
+            assert c1 + slack * math.sqrt(c1 + 1) >= math.exp(-eps) * (c2 - slack * math.sqrt(c2)), (key, ca, cb)
+
+
+@pytest.mark.parametrize("name", ["pm", "hm"])
+@pytest.mark.parametrize("eps", [0.37, 1.0, 2.9])
+def test_low_bit_patterns_do_not_identify_the_input(name, eps):
+    """Events defined by the low bits of the float report have probabilities within e^eps under
+    different inputs. (The continuous sampler left(t) + (C-1) u made such events impossible under
+    one input and likely under another: at eps = 2.9, 0 against ~31000 odd 2^-54 bits in
+    [0.25, 0.5) for inputs 0.1234 and 0.5; at eps = 0.37, 0 against ~1400 reports in [0.125, 0.25)
+    with low mantissa bits 1000. HM at 0.37 < eps* is pure Duchi: two atoms.)"""
+    m = mean_oracle(name, eps)
+    rng = np.random.default_rng(1)
+    n = 400_000
+    counts = {x: _bit_pattern_counts(m.randomize(np.full(n, x), rng)["t"]) for x in (0.1234, 0.5, -0.4321)}
+    for x1, x2 in ((0.1234, 0.5), (0.1234, -0.4321), (0.5, -0.4321)):
+        assert_counts_consistent_with_ldp(counts[x1], counts[x2], eps)
+
+
+@pytest.mark.parametrize("name", ["pm", "hm"])
+@pytest.mark.parametrize("eps,dim", [(0.37, 1), (2.9, 1), (8.0, 1), (6.0, 3)])
+def test_reports_lie_on_the_fixed_output_grid(name, eps, dim, rng):
+    """Values produced from very different inputs are all values of ``output_grid()``, which is
+    the same for every instance; an off-grid value is rejected by ``validate_reports``."""
+    m = mean_oracle(name, eps, dim=dim)
+    g = m.output_grid()
+    np.testing.assert_array_equal(g, mean_oracle(name, eps, dim=dim).output_grid())
+    assert np.all(np.diff(g) > 0) and g[-1] == m.C
+    for x in (-1.0, -0.4321, 0.1234, 0.5, 1.0):
+        vals = np.full(20_000, x) if dim == 1 else np.full((20_000, dim), x)
+        rep = m.randomize(vals, rng)
+        assert np.all(np.isin(rep["t"], g))
+        m.validate_reports(rep)
+    rep = m.randomize(np.zeros(4) if dim == 1 else np.zeros((4, dim)), rng)
+    rep["t"] = rep["t"].copy()
+    rep["t"].flat[0] = np.nextafter(rep["t"].flat[0], np.inf)
+    with pytest.raises(ValidationError, match="output grid"):
+        m.validate_reports(rep)
+
+
+@pytest.mark.parametrize("name", sorted(MEAN_ORACLES))
+@pytest.mark.parametrize("eps,dim", [(0.01, 1), (0.37, 1), (2.9, 1), (6.0, 3), (12.0, 10), (60.0, 1)])
+def test_effective_epsilon_is_exact_and_within_request(name, eps, dim):
+    """The integer ratios H / L, raised to the number of coordinates one user reports, stay below
+    e^eps in exact arithmetic; ``effective_epsilon`` (stated in ``privacy``) is their log rounded up."""
+    from fractions import Fraction
+
+    m = mean_oracle(name, eps, dim=dim)
+    if name in ("duchi", "harmony"):
+        ratios, power = [(m._H, m._L)], 1
+    else:
+        ratios, power = [(m._HD, m._LD)] if name == "hm" else [], m.k
+        if m._pm is not None:
+            ratios.append((m._pm.H, m._pm.L))
+    for H, L in ratios:
+        assert isinstance(H, int) and isinstance(L, int) and 0 < L < H <= 2**53
+        assert Fraction(H, L) ** power < Fraction(math.exp(eps)) * (1 - Fraction(1, 2**50))
+    exact = power * max(math.log(H / L) for H, L in ratios)
+    assert exact <= m.effective_epsilon <= eps
+    assert m.privacy.eps == m.effective_epsilon and m.privacy.delta == 0.0
+    if eps <= 12.0:
+        assert m.effective_epsilon == pytest.approx(eps, rel=1e-9)
+    else:  # integers <= 2^53 cap the ratio: the statement is the smaller, true eps
+        assert m.effective_epsilon == pytest.approx(exact, rel=1e-9)
+
+
+def test_large_epsilon_states_the_capped_ratio(rng):
+    m = mean_oracle("pm", 60.0)
+    assert m.effective_epsilon < 60.0
+    worst = worst_case_log_ratio(m, sweep_reports(m, [-1.0, 1.0], 2000, rng), [-1.0, 1.0])
+    assert worst <= m.effective_epsilon + 1e-9
+
+
+def test_exp_ratio_below():
+    from fractions import Fraction
+
+    from shuffledp.local.mean import exp_ratio_below
+
+    for eps, power, cap in [(1e-6, 1, 2**53), (0.37, 1, 2**53), (2.9, 3, 2**41), (700.0, 1, 2**53)]:
+        H, L = exp_ratio_below(eps, cap, power=power)
+        assert Fraction(H, L) ** power < Fraction(math.exp(eps))
+        assert H <= cap
+        if eps < 30:
+            # below eps by the 2^-50 safety margin and the 1/L granularity, no more
+            assert power * math.log1p((H - L) / L) == pytest.approx(eps, abs=power * 2.0 / L + 2.0**-49)
+    with pytest.raises(ValidationError) as info:
+        exp_ratio_below(1e-17)
+    assert info.value.parameter == "epsilon"
+
+
+@pytest.mark.parametrize("bad", [8, 2**21, 2.5, True])
+def test_bad_grid_size(bad):
+    with pytest.raises(ValidationError) as info:
+        mean_oracle("pm", 1.0, grid_size=bad)
+    assert info.value.parameter == "grid_size"

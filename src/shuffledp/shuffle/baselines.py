@@ -398,8 +398,7 @@ class LdpHarmony(_LocalBaseline):
     def summarize(self, values: Any) -> np.ndarray:
         """Each user's probability of sending +1 (float array, one per user)."""
         t = 2.0 * check_real_values(values, 0.0, 1.0) - 1.0
-        e = math.exp(self.epsilon)
-        return 0.5 + t * ((e - 1.0) / (2.0 * e + 2.0))
+        return self.randomizer.harmony.sign_plus_probability(t)  # the randomizer's exact law
 
     def simulate_statistic(self, data: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         p = check_real_values(data, 0.0, 1.0, "data")

@@ -9,8 +9,9 @@ combined on key-value sets; this is our reconstruction [R] (docs/keyvalue.md):
    the all-zero vector), every bit flipped with probability ``q = 1/(e^{eps1/2} + 1)`` (rounded
    up to the ``2^-20`` grid; ``p = 1 - q``).
 3. Value: Harmony (1-D, :class:`shuffledp.local.mean.Harmony`) at ``eps2`` on ``v``: ``s = ±1``
-   with ``P(s = +1) = 1/2 + v (e^{eps2} - 1)/(2 e^{eps2} + 2)``; ``E[s] = v / C``,
-   ``C = (e^{eps2} + 1)/(e^{eps2} - 1)``.
+   with ``P(s = +1) = 1/2 + v (r - 1)/(2 r + 2)``; ``E[s] = v / C``, ``C = (r + 1)/(r - 1)``, where
+   ``r = H / L < e^{eps2}`` is Harmony's integer ratio (its choices are integer comparisons; see
+   :mod:`shuffledp.local.mean`).
 
 Budget: ``eps1 = key_fraction * eps``, ``eps2 = eps - eps1`` (default ``eps/2`` each, sequential
 composition, as PrivKV's split). Privacy: for every sampled pair the report's probability lies in a
@@ -95,7 +96,8 @@ class RapporHarmony(KeyValueMechanism):
     def privacy(self) -> PrivacyStatement:
         return PrivacyStatement(self.epsilon, 0.0, "local", "replace_one",
                                 note=f"RAPPOR+Harmony: key eps1={self.eps1:g} (unary, realised "
-                                     f"{2 * math.log(self.p / self.q):.6g}) + value eps2={self.eps2:g}")
+                                     f"{2 * math.log(self.p / self.q):.6g}) + value eps2={self.eps2:g} "
+                                     f"(Harmony, realised {self.harmony.effective_epsilon:.12g})")
 
     # --- client -----------------------------------------------------------------------
     def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
@@ -137,11 +139,13 @@ class RapporHarmony(KeyValueMechanism):
         ones = Y.sum(axis=1)
         phi = np.exp(ones * math.log(self.q) + (self.d - ones) * math.log1p(-self.q))  # all-zero vector
         L = max(ks.size, self.ell)
-        slope = (math.exp(self.eps2) - 1) / (2 * math.exp(self.eps2) + 2)
-        mix = np.full(s.shape, (1 - ks.size / L) * 0.5)  # dummy key: no bit, value 0
+        # Harmony's exact law of s given the sampled value (dummy key: value 0)
+        plus0 = float(self.harmony.sign_plus_probability(0.0))
+        mix = (1 - ks.size / L) * np.where(s > 0, plus0, 1.0 - plus0)
         if ks.size:
             ratio = np.where(Y[:, ks], self.p / self.q, (1 - self.p) / (1 - self.q))  # (n, l)
-            hs = 0.5 + s[:, None] * vs[None, :] * slope
+            plus = self.harmony.sign_plus_probability(vs)[None, :]
+            hs = np.where(s[:, None] > 0, plus, 1.0 - plus)
             mix = mix + (ratio * hs).sum(axis=1) / L
         return phi * mix
 
