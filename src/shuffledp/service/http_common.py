@@ -24,7 +24,7 @@ from starlette.requests import ClientDisconnect
 
 from ..core.errors import ValidationError
 
-__all__ = ["Problem", "install_problem_handlers", "sign_request", "verify_signature", "check_signature_header",
+__all__ = ["Problem", "install_problem_handlers", "sign_request", "sign_digest", "verify_signature", "check_signature_header",
            "check_bearer", "read_body", "read_signed_body", "OneLineLogs", "logging_config", "PROBLEM_TYPES",
            "BODY_TIMEOUT", "BODY_MIN_RATE"]
 
@@ -172,9 +172,12 @@ def sign_request(secret: bytes, method: str, path: str, body: bytes) -> str:
     carries, so the receiver authenticates the request (and knows how many bytes it will get)
     before reading the body, then checks that the body has that length and digest.
     """
-    digest = hashlib.sha256(body).digest()
-    return (f"SDP-HMAC-SHA256 len={len(body)},sha256={digest.hex()},"
-            f"mac={_mac(secret, method, path, len(body), digest)}")
+    return sign_digest(secret, method, path, len(body), hashlib.sha256(body).digest())
+
+
+def sign_digest(secret: bytes, method: str, path: str, length: int, digest: bytes) -> str:
+    """:func:`sign_request` for a body known by its length and SHA-256 ``digest`` only."""
+    return f"SDP-HMAC-SHA256 len={length},sha256={digest.hex()},mac={_mac(secret, method, path, length, digest)}"
 
 
 def check_signature_header(secret: bytes, method: str, path: str, header: str | None) -> tuple[int, bytes]:
