@@ -359,9 +359,12 @@ def create_task_config(*, name: str, mechanism: dict, target_central: dict, time
     if drop_noise is not None:
         _check(isinstance(drop_noise, dict) and set(drop_noise) == {"eps", "delta"},
                "drop_noise must be {eps, delta}", "drop_noise")
-        drop_noise = {"eps": check_real(drop_noise["eps"], "drop_noise.eps", low=0.0, low_open=True),
-                      "delta": check_real(drop_noise["delta"], "drop_noise.delta", low=0.0, high=1.0,
-                                          low_open=True, high_open=True)}
+        try:
+            drop_noise = {"eps": check_real(drop_noise["eps"], "drop_noise.eps", low=0.0, low_open=True),
+                          "delta": check_real(drop_noise["delta"], "drop_noise.delta", low=0.0, high=1.0,
+                                              low_open=True, high_open=True)}
+        except ValidationError as e:
+            raise ValidationError(str(e), parameter="drop_noise") from None
         drop_offset(drop_noise["eps"], drop_noise["delta"])
         _check(central_available(), "drop_noise needs shuffledp.central (exact discrete Laplace sampler)",
                "drop_noise")
