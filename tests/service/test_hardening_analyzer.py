@@ -328,6 +328,12 @@ def test_task_creation_refuses_bad_fields_naming_them(prod, body, field):
     assert field in r.json()["detail"]
 
 
+def test_unparseable_task_bodies_are_400_not_500(prod):
+    for body in ("[" * 100_000 + "]" * 100_000, '{"a": ' + "[" * 5000 + "]" * 5000 + "}", "[1, 2]", "{"):
+        r = _create(prod, body)
+        assert r.status_code == 400 and r.json()["type"] == "urn:shuffledp:error:invalidRequest", r.text
+
+
 def test_task_creation_accepts_the_floor_and_estimate_windows_are_bounded(prod):
     r = _create(prod, {**BASE, "time_precision": 60, "batch_window": 3600})
     assert r.status_code == 200, r.text

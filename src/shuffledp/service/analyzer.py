@@ -581,13 +581,13 @@ def create_analyzer_app(state: AnalyzerState) -> FastAPI:
             spec = json.loads(body)
             if not isinstance(spec, dict):
                 raise ValueError("body must be a JSON object")
-        except ValueError as e:
+            bad = _non_finite_path(spec)
+        except (ValueError, RecursionError) as e:
             raise Problem(400, "invalidRequest", f"body is not a JSON object: {type(e).__name__}") from e
         unknown = sorted(set(spec) - TASK_FIELDS)
         if unknown:
             raise Problem(422, "invalidRequest", f"unknown task field(s) {unknown}: the fields are "
                           f"{sorted(TASK_FIELDS)} (the analyzer chooses task_id)")
-        bad = _non_finite_path(spec)
         if bad is not None:
             raise Problem(422, "invalidRequest", f"{bad} must be a finite number (NaN/Infinity are not JSON)")
         if "crowds" in spec:

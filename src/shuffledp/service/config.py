@@ -36,7 +36,7 @@ MIN_TIME_PRECISION = 60
 
 #: Upper bounds of the task's integer fields (their storage and arithmetic stay in int64).
 MAX_BATCH_WINDOW = 366 * 86400          # seconds (one leap year)
-MAX_CLOCK_SKEW = 86400                  # seconds
+MAX_CLOCK_SKEW = 7 * 86400              # seconds (one week)
 MAX_WAIT_WINDOWS = 100
 MAX_RETENTION_DAYS = 3650
 MAX_REPORTS_CAP = 10**6                 # client_policy caps
