@@ -219,6 +219,52 @@ def test_stalled_body_is_answered_408_and_closed_within_the_deadline(prod, role)
     assert closed and BODY_TIMEOUT * 0.9 <= elapsed < BODY_TIMEOUT + 4
 
 
+@pytest.fixture(scope="module")
+def limited(tmp_path_factory):
+    """A shuffler allowing 4 concurrent connections + requests and 1 s to deliver a request head."""
+    d = Deployment(tmp_path_factory.mktemp("limited"), tick_seconds=3600)
+    d.shuffler.extra_args = [*d.shuffler.extra_args, "--limit-concurrency", "4", "--head-timeout", "1"]
+    d.shuffler.start()
+    try:
+        yield d
+    finally:
+        d.shuffler.stop()
+        d.http.close()
+
+
+@pytest.mark.parametrize("sent", [b"", b"POST /v1/tasks/00/reports HTTP/1.1\r\nHost: 127.0"])
+def test_connection_without_a_complete_head_is_closed(limited, sent):
+    """uvicorn alone keeps a silent connection, or one stuck in its headers, open forever."""
+    t0 = time.monotonic()
+    s = socket.create_connection(("127.0.0.1", limited.shuffler.port), timeout=10)
+    s.sendall(sent)
+    status, buf, closed = _response(s, timeout=8)
+    s.close()
+    assert closed and status is None and 0.9 <= time.monotonic() - t0 < 5, buf
+
+
+def test_connection_limit_answers_503_and_recovers(limited):
+    url = limited.shuffler.url + "/healthz"
+    assert httpx.get(url).status_code == 200
+    idle = [socket.create_connection(("127.0.0.1", limited.shuffler.port), timeout=10) for _ in range(4)]
+    try:
+        time.sleep(0.2)
+        assert httpx.get(url).status_code == 503
+    finally:
+        for s in idle:
+            s.close()
+    time.sleep(0.3)
+    assert httpx.get(url).status_code == 200
+    # and the idle ones would have been dropped by the head timeout anyway
+    idle = [socket.create_connection(("127.0.0.1", limited.shuffler.port), timeout=10) for _ in range(4)]
+    time.sleep(1.8)
+    try:
+        assert httpx.get(url).status_code == 200
+    finally:
+        for s in idle:
+            s.close()
+
+
 # ------------------------------------------------------------------ 8: one line per event
 def test_client_abort_logs_one_line(prod):
     before = len(_log_lines(prod.analyzer))

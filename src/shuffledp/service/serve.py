@@ -2,7 +2,8 @@
 
 Hardening: access log off, proxy headers ignored, no Server/Date headers, warnings-only logging with
 one line per event (no tracebacks, no request data: ``http_common.OneLineLogs``); idle keep-alive
-connections closed after ``--keep-alive`` s; request heads capped at 16 KiB (h11); at most
+connections closed after ``--keep-alive`` s; a request head must arrive within ``--head-timeout`` s
+(:func:`head_timeout_protocol`) and is capped at 16 KiB (h11); at most
 ``--limit-concurrency`` connections and requests at once (503 beyond); request bodies bounded in size
 and time (``--body-timeout``, ``--body-min-rate``: ``http_common.read_body``).
 Secrets come from the environment (``SHUFFLEDP_ADMIN_TOKEN``, ``SHUFFLEDP_PEER_SECRET``,
@@ -22,8 +23,10 @@ import secrets
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
-__all__ = ["build_app", "run", "main", "KEEP_ALIVE", "MAX_HEAD_BYTES", "LIMIT_CONCURRENCY"]
+__all__ = ["build_app", "run", "main", "KEEP_ALIVE", "MAX_HEAD_BYTES", "LIMIT_CONCURRENCY", "HEAD_TIMEOUT",
+           "head_timeout_protocol"]
 
 #: seconds an idle keep-alive connection is kept open
 KEEP_ALIVE = 5
@@ -32,6 +35,57 @@ MAX_HEAD_BYTES = 16 * 1024
 #: most concurrent connections + requests; beyond it uvicorn answers 503 (bounds the memory that
 #: bodies in flight can hold: shuffler 8 MiB cap each, held at most for the body deadline)
 LIMIT_CONCURRENCY = 256
+#: seconds a connection may take to deliver a request head (from opening, or from its previous
+#: response); uvicorn has no such timer, and with a connection limit, idle sockets would lock others out
+HEAD_TIMEOUT = 10.0
+
+
+def head_timeout_protocol(head_timeout: float) -> type:
+    """uvicorn's h11 protocol, closing connections whose request head does not arrive in time.
+
+    uvicorn arms no timer on a new connection, and its keep-alive timer is cancelled by the first
+    byte of the next request: a client that connects and sends nothing, or part of a request line
+    or headers, holds the connection (and a ``limit_concurrency`` slot) forever. Here a timer is
+    armed when the connection opens and after every response, and cancelled once a complete head
+    starts a request (whose body is then bounded by ``http_common.read_body``).
+    """
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeadTimeoutH11Protocol(H11Protocol):
+        _head_timer: Any = None
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm_head_timer()
+
+        def _arm_head_timer(self) -> None:
+            self._cancel_head_timer()
+            self._head_timer = self.loop.call_later(head_timeout, self._head_timed_out)
+
+        def _cancel_head_timer(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_timed_out(self) -> None:
+            self._head_timer = None
+            if (self.cycle is None or self.cycle.response_complete) and not self.transport.is_closing():
+                self.transport.close()
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self.cycle is not None and not self.cycle.response_complete:
+                self._cancel_head_timer()
+
+        def on_response_complete(self) -> None:
+            self._arm_head_timer()              # before a pipelined request may start in super()
+            super().on_response_complete()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._cancel_head_timer()
+            super().connection_lost(exc)
+
+    return HeadTimeoutH11Protocol
 
 
 def _secret(name: str) -> str:
@@ -65,7 +119,7 @@ def run(role: str, db: str, host: str = "127.0.0.1", port: int = 0, port_file: s
         tick: float = 1.0, close_delay: float = 0.0, forward_timeout: float = 30.0,
         retention_every: float = 3600.0, *, body_timeout: float | None = None, body_min_rate: float | None = None,
         limit_concurrency: int = LIMIT_CONCURRENCY, keep_alive: int = KEEP_ALIVE,
-        min_time_precision: int | None = None) -> None:
+        min_time_precision: int | None = None, head_timeout: float = HEAD_TIMEOUT) -> None:
     import uvicorn
 
     from .http_common import logging_config
@@ -90,7 +144,7 @@ def run(role: str, db: str, host: str = "127.0.0.1", port: int = 0, port_file: s
     cfg = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False, proxy_headers=False,
                          server_header=False, date_header=False, timeout_keep_alive=keep_alive,
                          h11_max_incomplete_event_size=MAX_HEAD_BYTES, limit_concurrency=limit_concurrency,
-                         http="h11", lifespan="on")
+                         http=head_timeout_protocol(head_timeout), lifespan="on")
     server = uvicorn.Server(cfg)
     if port_file:
         # uvicorn serves on the already-listening socket; write the port once the app started
@@ -125,13 +179,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--limit-concurrency", type=int, default=LIMIT_CONCURRENCY,
                    help="most concurrent connections + requests (503 beyond)")
     p.add_argument("--keep-alive", type=int, default=KEEP_ALIVE, help="seconds an idle keep-alive connection stays")
+    p.add_argument("--head-timeout", type=float, default=HEAD_TIMEOUT,
+                   help="seconds a connection may take to send a request head (closed otherwise)")
     p.add_argument("--min-time-precision", type=int, default=None,
                    help="analyzer: floor on a new task's time_precision in s (default 60; lower values are for "
                         "tests only; also SHUFFLEDP_MIN_TIME_PRECISION)")
     a = p.parse_args(argv)
     run(a.role, a.db, a.host, a.port, a.port_file, a.tick, a.close_delay, a.forward_timeout, a.retention_every,
         body_timeout=a.body_timeout, body_min_rate=a.body_min_rate, limit_concurrency=a.limit_concurrency,
-        keep_alive=a.keep_alive, min_time_precision=a.min_time_precision)
+        keep_alive=a.keep_alive, min_time_precision=a.min_time_precision, head_timeout=a.head_timeout)
 
 
 if __name__ == "__main__":
