@@ -21,6 +21,10 @@ from shuffledp.service.client import encode_reports, fetch_task, seal_many, uplo
 from shuffledp.service.harness import Deployment
 
 
+# Service subprocesses started by these tests accept time_precision below the 60 s production
+# floor (serve reads this; tests use 1 s windows to run quickly). Never set in a deployment.
+os.environ.setdefault("SHUFFLEDP_MIN_TIME_PRECISION", "1")
+
 PG_BASE = os.environ.get("SHUFFLEDP_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 

@@ -7,8 +7,10 @@ at the shuffler answers 404; 700 OUE d = 120000 reports are larger than the shuf
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
+import time
 
 import httpx
 import numpy as np
@@ -16,7 +18,7 @@ import pytest
 
 from shuffledp.service import client as client_mod
 from shuffledp.service.client import UPLOAD_MAX_BYTES, UPLOAD_MAX_REPORTS, ShuffleDPClient
-from shuffledp.service.config import create_task_config
+from shuffledp.service.config import ClientPolicy, create_task_config
 from shuffledp.service.hpke import generate_key_pair
 from shuffledp.service.wire import KeyConfig, decode_upload, encode_key_list
 
@@ -29,10 +31,12 @@ class ScriptedShuffler:
     """Serves the analyzer's config/keys; answers uploads with ``script(call_no, items)``."""
 
     def __init__(self, script) -> None:
-        self.cfg = create_task_config(
+        # the SDK's caps must not interfere: 1000 reports per window, a policy the analyzer refuses at
+        # task creation (vacuous group privacy), so it is set on an otherwise valid configuration
+        self.cfg = dataclasses.replace(create_task_config(
             name="outbox", mechanism={"kind": "frequency", "name": "grr", "epsilon": 2.0, "params": {"d": 8}},
-            target_central={"eps": 1.9, "delta": 1e-6}, min_batch_size_floor=10,
-            client_policy={"max_reports_per_window": 1000, "max_reports_per_day": 1000, "memoize": False})
+            target_central={"eps": 1.9, "delta": 1e-6}, min_batch_size_floor=10),
+            client_policy=ClientPolicy(max_reports_per_window=1000, max_reports_per_day=1000, memoize=False))
         _sk, pk = generate_key_pair()
         self.keys = encode_key_list([KeyConfig(1, pk)])
         self.script = script
@@ -179,7 +183,10 @@ def test_large_reports_are_uploaded_in_requests_under_the_body_limit(dep, client
     created = dep.create_task({"name": "big", "mechanism": {"kind": "frequency", "name": "oue", "epsilon": 2.0,
                                                             "params": {"d": 120000}},
                                "target_central": {"eps": 1.9, "delta": 1e-6},
-                               "client_policy": {"max_reports_per_window": 700, "max_reports_per_day": 700,
+                               "time_precision": 60, "batch_window": 60,
+                               # one report per window (700 per window is a vacuous policy, refused at
+                               # creation): the 700 reports are dated in 700 consecutive windows
+                               "client_policy": {"max_reports_per_window": 1, "max_reports_per_day": 700,
                                                  "memoize": False}})
     seen: list[tuple[int, int]] = []
     http = httpx.Client(timeout=60, event_hooks={"response": [
@@ -190,8 +197,9 @@ def test_large_reports_are_uploaded_in_requests_under_the_body_limit(dep, client
     assert c.cfg.envelope_len == 15080
     if client_limit:
         c.upload_max_bytes = client_limit
-    for _ in range(700):
-        c.report(1)
+    t0 = time.time()
+    for i in range(700):
+        c.report(1, now=t0 + 60 * i)
     assert c.flush(max_attempts=2, base_delay=0.01) == {"sent": 700, "refused": 0, "left": 0}
     assert dep.counters(created["task_id"])["pending"] == 700
     from shuffledp.service.shuffler import MAX_BODY_BYTES

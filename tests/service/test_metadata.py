@@ -93,7 +93,7 @@ def test_released_order_is_uniform(tmp_path):
     """Position of the first-uploaded report in the released batch, over repeated runs (chi-square)."""
     cfg = create_task_config(name="order", mechanism={"kind": "test", "name": "test_identity", "params": {"d": 4}},
                              target_central={"eps": 1, "delta": 1e-6}, min_batch_size_floor=8, time_precision=1,
-                             batch_window=3600)
+                             batch_window=3600, min_time_precision=1)
     st = ShufflerState(f"sqlite:///{tmp_path / 's.db'}", admin_token="a", peer_secret=b"p", auto=False)
     st.register(cfg, "http://127.0.0.1:9", [1], None)
     k = 8

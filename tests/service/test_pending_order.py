@@ -187,7 +187,7 @@ PG_HEAP_ORDER = pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
 def test_pending_rows_are_stored_in_key_order_not_upload_order(tmp_path, kind):
     cfg = create_task_config(name="order", mechanism={"kind": "test", "name": "test_identity", "params": {"d": 4}},
                              target_central={"eps": 1, "delta": 1e-6}, min_batch_size_floor=8, time_precision=1,
-                             batch_window=3600)
+                             batch_window=3600, min_time_precision=1)
     with storage_urls(kind, tmp_path, roles=("shuffler",)) as (u,):
         st = ShufflerState(u, admin_token="a", peer_secret=b"p", auto=False)
         try:

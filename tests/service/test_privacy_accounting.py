@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import select
 
 from shuffledp.core.errors import ValidationError
+from shuffledp.core.privacy import round_up
 from shuffledp.service.accounting_bridge import central_epsilon
 from shuffledp.service.analyzer import (AnalyzerState, _ledger_windows, estimates, ingest_batch,
                                         max_reports_per_user)
@@ -119,7 +120,7 @@ def test_batch_pooling_two_windows_is_charged_for_both(tmp_path):
     assert res["client_windows"] == [w0, w0 + 1]
     eps_c = central_epsilon(2.0, 2 * n_w, DELTA)[0]
     st = res["privacy_statement"]
-    assert st["eps"] == pytest.approx(2 * eps_c, rel=1e-12)                 # k * windows = 2 reports/user
+    assert st["eps"] == round_up(2 * eps_c)   # k * windows = 2 reports/user (group_privacy rounds eps up)
     assert st["delta"] == pytest.approx(2 * math.exp(eps_c) * DELTA, rel=1e-12)
     assert res["privacy_statement_per_report"]["eps"] == pytest.approx(eps_c, rel=1e-12)
     with an.engine.connect() as c:
@@ -140,7 +141,7 @@ def test_k_reports_per_window_over_two_windows_and_single_window_unchanged(tmp_p
     (one,) = _deliver(an, sh, cfg)
     eps1 = central_epsilon(2.0, n, DELTA)[0]
     assert one["client_windows"] == [T0 // HOUR]
-    assert one["privacy_statement"]["eps"] == pytest.approx(3 * eps1, rel=1e-12)
+    assert one["privacy_statement"]["eps"] == round_up(3 * eps1)
     assert estimates(an, cfg.task_id)["privacy_statement"]["eps"] == pytest.approx(3 * eps1, rel=1e-12)
     # a second batch (next window, another n reports) composes: 3 reports in each of 2 client windows
     now2 = T0 + HOUR + 10
@@ -181,7 +182,7 @@ def test_delayed_reports_in_a_later_labelled_batch_are_charged_to_their_own_wind
     (res,) = _deliver(an, sh, cfg)
     assert res["valid"] == 2 * n and len(res["client_windows"]) == 2
     eps_c = central_epsilon(2.0, 2 * n, DELTA)[0]
-    assert res["privacy_statement"]["eps"] == pytest.approx(2 * eps_c, rel=1e-12)
+    assert res["privacy_statement"]["eps"] == round_up(2 * eps_c)
 
 
 def test_migration_0003_keeps_old_ledger_rows_and_assumes_their_widest_span(urls):  # noqa: F811

@@ -61,7 +61,7 @@ class World:
                 "target_central": {"eps": 1.0, "delta": 1e-6}, "min_batch_size_floor": 10, "time_precision": 1,
                 "batch_window": HOUR, "max_wait_windows": 2, "tolerable_clock_skew": 60, "retention_days": 1}
         spec.update(task_kw)
-        self.cfg = create_task_config(**spec)
+        self.cfg = create_task_config(**spec, min_time_precision=1)  # test-only floor (time_precision 1 s)
         self.an.add_task(self.cfg)
         self.sh.register(self.cfg, "http://testserver", [k.key_id for k in self.an.public_configs], None)
         self.key = self.an.public_configs[0]

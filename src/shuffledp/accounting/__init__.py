@@ -8,7 +8,8 @@ from ..core.privacy import PrivacyStatement, round_up
 from .accountants import (AdvancedCompositionAccountant, BasicCompositionAccountant, PrivacyAccountant, RdpAccountant,
                           ZCdpAccountant)
 from .composition import (advanced_composition, basic_composition, gaussian_delta_exact, gaussian_epsilon_classic,
-                          gaussian_epsilon_exact, group_privacy, parallel_composition, subsampling_amplification)
+                          gaussian_epsilon_exact, group_privacy, group_privacy_log_delta, parallel_composition,
+                          subsampling_amplification)
 from .events import (ApproxDpEvent, ComposedEvent, GaussianEvent, LaplaceEvent, ParallelComposedEvent,
                      PoissonSampledEvent, PureDpEvent, RandomizedResponseEvent, SelfComposedEvent, UnsupportedEventError,
                      ZCdpEvent)
@@ -28,7 +29,7 @@ __all__ = [
     "PoissonSampledEvent", "SelfComposedEvent", "ComposedEvent", "ParallelComposedEvent",
     # (eps, delta) algebra
     "basic_composition", "parallel_composition", "advanced_composition", "subsampling_amplification",
-    "group_privacy", "gaussian_delta_exact", "gaussian_epsilon_exact", "gaussian_epsilon_classic",
+    "group_privacy", "group_privacy_log_delta", "gaussian_delta_exact", "gaussian_epsilon_exact", "gaussian_epsilon_classic",
     # RDP / zCDP
     "DEFAULT_ORDERS", "rdp_gaussian", "rdp_laplace", "rdp_randomized_response", "rdp_pure", "rdp_zcdp",
     "rdp_poisson_subsampled_gaussian", "rdp_to_epsilon", "rdp_to_delta", "zcdp_to_epsilon", "zcdp_to_delta",

@@ -23,6 +23,7 @@ __all__ = [
     "advanced_composition",
     "subsampling_amplification",
     "group_privacy",
+    "group_privacy_log_delta",
     "gaussian_delta_exact",
     "gaussian_epsilon_exact",
     "gaussian_epsilon_classic",
@@ -133,13 +134,30 @@ def group_privacy(statement: PrivacyStatement | tuple[float, float], k: int) -> 
     if delta == 0.0:
         delta_k = 0.0
     else:
-        log_d = math.log(k) + (k - 1) * eps + math.log(delta)
+        log_d = group_privacy_log_delta(eps, delta, k)
         delta_k = math.exp(log_d) if log_d < 0 else 1.0
         if delta_k >= 1.0:
             raise ValidationError(f"group privacy for k={k} gives delta >= 1 (no guarantee); "
                                   "use a smaller group or a tighter per-record delta", parameter="k")
         delta_k = round_up(delta_k)
     return PrivacyStatement(eps_k, delta_k, model=model, neighbouring=nb, note=f"group privacy, group size {k}")
+
+
+def group_privacy_log_delta(epsilon: float, delta: float, k: int) -> float:
+    """Natural log of the group-privacy delta ``k e^{(k-1) eps} delta`` (see :func:`group_privacy`).
+
+    Computed as ``ln k + (k-1) eps + ln delta`` and moved up by one ulp, so it never overflows and
+    never understates the bound; ``-inf`` when ``delta == 0`` (pure DP stays pure), ``+inf`` when
+    ``eps`` is infinite and ``delta > 0``. A result ``>= 0`` means the group statement is vacuous
+    (delta >= 1). ``epsilon`` must be a real >= 0 (``inf`` allowed), ``delta`` in [0, 1), ``k >= 1``.
+    """
+    k = check_positive_int(k, "k")
+    ((eps, delta),) = _check_statements([(epsilon, delta)], "statement")
+    if delta == 0.0:
+        return -math.inf
+    if math.isinf(eps):
+        return math.inf
+    return math.nextafter(math.log(k) + (k - 1) * eps + math.log(delta), math.inf)
 
 
 # --------------------------------------------------------------------------- Gaussian profiles

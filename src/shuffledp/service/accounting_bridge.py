@@ -11,6 +11,10 @@ valid for ``eps0 <= ln(n / (16 ln(2/delta)))`` and any eps0-LDP randomizer (repl
 neighbouring). Outside that range no amplification is claimed (eps_c = eps0: the shuffled
 multiset is a post-processing of eps0-LDP reports). The closed form is 3-4x looser than the
 numerical bound, so minimum batch sizes from the fallback are conservative (larger).
+
+Group privacy (several reports of one user in one release) is
+:func:`shuffledp.accounting.group_privacy` and its log-space form
+:func:`shuffledp.accounting.group_privacy_log_delta` (no fallback: imported when called).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import math
 
 from ..core.errors import OutOfDomainError, ValidationError
 
-__all__ = ["central_epsilon", "min_batch_size", "ACCOUNTANT"]
+__all__ = ["central_epsilon", "min_batch_size", "group_bound", "group_log_delta", "ACCOUNTANT"]
 
 try:
     from ..accounting import min_users_for as _min_users_for  # type: ignore
@@ -89,3 +93,22 @@ def min_batch_size(eps0: float, eps_c: float, delta: float, n_max: int = 10**8) 
         else:
             lo = mid + 1
     return lo
+
+
+def group_log_delta(eps: float, delta: float, k: int) -> float:
+    """``ln(k e^{(k-1) eps} delta)``, the log of the group-privacy delta of ``k`` reports of one user
+    (:func:`shuffledp.accounting.group_privacy_log_delta`): finite for any ``k``, ``-inf`` for
+    ``delta = 0``; ``>= 0`` means the group statement is vacuous."""
+    from ..accounting.composition import group_privacy_log_delta
+    return group_privacy_log_delta(eps, delta, k)
+
+
+def group_bound(eps: float, delta: float, k: int) -> tuple[float, float] | None:
+    """``(k eps, k e^{(k-1) eps} delta)`` for ``k`` reports of one user, from
+    :func:`shuffledp.accounting.group_privacy` (epsilon rounded up); ``None`` when that delta is
+    ``>= 1`` (no guarantee). ``eps`` may be ``inf`` (then ``None`` unless ``delta = 0``)."""
+    from ..accounting.composition import group_privacy
+    if group_log_delta(eps, delta, k) >= 0:
+        return None
+    st = group_privacy((eps, delta), k)
+    return st.eps, st.delta

@@ -6,7 +6,10 @@ Endpoints (FastAPI):
 - ``POST /v1/tasks`` (admin bearer) — create a task; the minimum batch size is computed from the
   target central (eps, delta) by the accountant and creation fails (422) when unreachable.
 - ``GET /v1/tasks/{t}/config`` — the canonical configuration and its digest (public).
-- ``PUT /v1/tasks/{t}/batches/{batch_id}`` (shuffler HMAC) — ingest a shuffled batch. The batch id
+- ``PUT /v1/tasks/{t}/batches/{batch_id}`` (shuffler HMAC) — ingest a shuffled batch. The signature
+  header (it carries the body's length and SHA-256 under the MAC) is checked before the body is
+  read (401), the signed length against ``MAX_BATCH_BODY`` (413), then the body is read with a
+  deadline and checked against the signed length and digest (``http_common.read_signed_body``). The batch id
   is recomputed from the body; a known batch returns its stored result (idempotent). Decryption
   and validation happen outside the transaction; one transaction then stores the batch row,
   the report ids (replay protection), the merged statistic and the ledger row; the response
@@ -34,15 +37,16 @@ from typing import Any
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Query, Request, Response
 from sqlalchemy import func, select, update
 
 from ..core.errors import ValidationError
 from ..core.privacy import PrivacyStatement
 from ..local.base import take_reports
-from .config import TaskConfig, create_task_config
+from .accounting_bridge import group_bound, group_log_delta
+from .config import MIN_TIME_PRECISION, TASK_FIELDS, TaskConfig, create_task_config
 from .hpke import AEAD_AES_128_GCM, AEAD_CHACHA20_POLY1305, KDF_HKDF_SHA256, generate_key_pair
-from .http_common import Problem, check_bearer, install_problem_handlers, verify_signature
+from .http_common import Problem, check_bearer, install_problem_handlers, read_body, read_signed_body
 from .retention import analyzer_purge_before, refused_time_limit
 from .storage import (analyzer_aggregates, analyzer_batches, analyzer_keys, analyzer_ledger, analyzer_queries,
                       analyzer_report_ids, analyzer_retention, analyzer_tasks, existing_report_ids, insert_report_ids,
@@ -51,7 +55,12 @@ from .wire import DecodeError, KeyConfig, batch_id, decode_batch, encode_key_lis
 
 __all__ = ["AnalyzerState", "create_analyzer_app", "ingest_batch"]
 
+#: largest batch body the analyzer reads (bytes); a larger signed length is refused before reading
 MAX_BATCH_BODY = 512 * 1024 * 1024
+#: largest task creation body (bytes)
+MAX_TASK_BODY = 1 << 20
+#: window indices accepted in estimate queries (``from_window``/``to_window``): stored as int64
+MAX_WINDOW = 2**62
 
 log = logging.getLogger("shuffledp.service.analyzer")
 
@@ -60,8 +69,11 @@ class AnalyzerState:
     """Everything the analyzer app holds: engine, secrets, caches of tasks and keys."""
 
     def __init__(self, db_url: str, *, admin_token: str, collector_token: str, peer_secret: bytes,
-                 clock: Any = None, retention_every: float = 3600.0) -> None:
+                 clock: Any = None, retention_every: float = 3600.0,
+                 min_time_precision: int = MIN_TIME_PRECISION) -> None:
         self.engine = make_engine(db_url)
+        # floor on a new task's time_precision (config.MIN_TIME_PRECISION); lower only in tests
+        self.min_time_precision = min_time_precision
         self.clock = clock or time.time      # injectable (tests); used only by retention
         self.retention_every = retention_every
         self._stop = threading.Event()
@@ -184,16 +196,28 @@ def client_windows(cfg: TaskConfig, times: np.ndarray) -> np.ndarray:
     return np.asarray(times, dtype=np.int64) // (cfg.batch_window // cfg.time_precision)
 
 
-def group_statement(st: PrivacyStatement, c: int, why: str) -> PrivacyStatement:
+def group_statement(st: PrivacyStatement, c: int, why: str, eps_local: float = math.inf) -> PrivacyStatement:
     """Group privacy of a per-report statement over ``c`` reports of one user in the same release.
 
-    ``(c eps, c e^{(c-1) eps} delta)``; ``c = 0`` (no valid report) keeps the per-report statement.
+    ``(c eps, c e^{(c-1) eps} delta)`` from ``shuffledp.accounting.group_privacy`` (log space: no
+    overflow for any ``c``); ``c = 0`` (no valid report) keeps the per-report statement. When that
+    delta is >= 1 the amplified bound says nothing; every report is also ``eps_local``-LDP (the
+    batch is a post-processing of the reports), so the statement is then the pure group bound of
+    the local guarantee, ``(c eps_local, 0)`` (no guarantee when ``eps_local`` is infinite).
     """
     if c <= 1 or math.isinf(st.eps):
         return st
-    delta = min(c * math.exp((c - 1) * st.eps) * st.delta, 0.999999) if st.delta else 0.0
-    return PrivacyStatement(c * st.eps, delta, st.model, st.neighbouring, gamma=st.gamma,
-                            note=f"group privacy over {c} report(s) per user ({why}); per report: {st.note}")
+    g = group_bound(st.eps, st.delta, c)
+    if g is not None:
+        return PrivacyStatement(g[0], g[1], st.model, st.neighbouring, gamma=st.gamma,
+                                note=f"group privacy over {c} report(s) per user ({why}); per report: {st.note}")
+    note = (f"group privacy over {c} report(s) per user ({why}): the amplified bound is vacuous (delta >= 1), "
+            f"local guarantee eps0={eps_local:g} per report")
+    if not math.isfinite(eps_local):
+        return PrivacyStatement(math.inf, 0.0, "local", note=note)
+    g = group_bound(eps_local, 0.0, c)
+    assert g is not None  # pure DP: delta stays 0
+    return PrivacyStatement(g[0], 0.0, "local", "replace_one", note=note)
 
 
 def _ledger_windows(cfg: TaskConfig, r: Any) -> list[int]:
@@ -342,7 +366,7 @@ def ingest_batch(state: AnalyzerState, task_id: bytes, bid: bytes, body: bytes) 
         cw = np.unique(client_windows(cfg, times[cand])).tolist()
         group = cfg.client_policy.max_reports_per_window * len(cw)
         st_group = group_statement(st, group, f"{cfg.client_policy.max_reports_per_window} report(s)/window x "
-                                              f"{len(cw)} client window(s) in this batch")
+                                              f"{len(cw)} client window(s) in this batch", cfg.eps_local)
         result = {"batch_id": bid.hex(), "received": len(b.envelopes), "valid": n_valid, "rejected": counts,
                   "client_windows": cw, "privacy_statement": _statement_json(st_group),
                   "privacy_statement_per_report": _statement_json(st)}
@@ -384,7 +408,9 @@ def estimates(state: AnalyzerState, task_id: bytes, crowd: bytes | None = None, 
     # Group privacy per batch + basic composition over batches:
     #   eps   = sum_b c_b eps_b <= k * sum_w eps_w   (eps_w: weakest batch holding reports of w,
     #                                                 whatever its label or crowd)
-    #   delta = sum_b c_b e^{(c_b-1) eps_b} delta_b <= K * max_b e^{(min(k|W_b|, K)-1) eps_b} * max_b delta_b
+    #   delta = sum_b c_b e^{(c_b-1) eps_b} delta_b <= K * max_b e^{(min(k|W_b|, K)-1) eps_b} delta_b
+    # (sum_b c_b <= K); computed in log space with accounting.group_privacy_log_delta. When that delta
+    # is >= 1, the pure bound of the local guarantee, (K eps0, 0), is stated instead.
     k = cfg.client_policy.max_reports_per_window
     per_cw: dict[int, float] = {}
     spans: list[tuple[int, float, float]] = []
@@ -396,18 +422,26 @@ def estimates(state: AnalyzerState, task_id: bytes, crowd: bytes | None = None, 
         for w in ws:
             per_cw[w] = max(per_cw.get(w, 0.0), e)
     n_reports = k * len(per_cw)
-    eps_tot = k * sum(per_cw.values())
-    delta_tot = 0.0
-    if spans and math.isfinite(eps_tot):
-        d_max = max(d for _, _, d in spans)
-        if d_max > 0:
-            growth = max(math.exp((min(k * nw, n_reports) - 1) * e) for nw, e, _ in spans)
-            delta_tot = n_reports * growth * d_max
+    eps_tot = k * math.fsum(per_cw.values())
+    log_delta = -math.inf
+    if math.isfinite(eps_tot):
+        for nw, e, d in spans:
+            if d > 0:
+                c = min(k * nw, n_reports)
+                log_delta = max(log_delta, group_log_delta(e, d, c) - math.log(c))
+        log_delta += math.log(n_reports) if n_reports else 0.0
     if math.isinf(eps_tot):
         st = PrivacyStatement(math.inf, 0.0, "local", note="test mechanism: no privacy")
+    elif log_delta >= 0:
+        g = group_bound(cfg.eps_local, 0.0, n_reports)
+        st = PrivacyStatement(g[0] if g else math.inf, 0.0, "local", "replace_one",
+                              note=f"{len(per_cw)} client window(s) x {k} report(s)/window: the amplified bound "
+                                   f"is vacuous (delta >= 1); pure group bound of the local guarantee "
+                                   f"eps0={cfg.eps_local:g} over {n_reports} report(s)")
     else:
+        delta_tot = math.exp(log_delta)  # 0.0 for -inf (no batch has delta > 0)
         model = "shuffle" if delta_tot > 0 else "local"
-        st = PrivacyStatement(eps_tot, min(delta_tot, 0.999999), model, "replace_one",
+        st = PrivacyStatement(eps_tot, delta_tot, model, "replace_one",
                               gamma=cfg.honest_fraction if model == "shuffle" else 1.0,
                               note=f"{len(per_cw)} client window(s) x {k} report(s)/window: group privacy per "
                                    f"batch + basic composition over batches (weakest batch per client window); "
@@ -482,6 +516,24 @@ def _central_release(state: AnalyzerState, cfg: TaskConfig, stat: np.ndarray, n:
     return out
 
 
+def _non_finite_path(obj: Any, path: str = "") -> str | None:
+    """Dotted path of the first NaN/Infinity in parsed JSON (Python's json accepts them), or None."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return path or "body"
+    if isinstance(obj, dict):
+        items = obj.items()
+    elif isinstance(obj, list):
+        items = ((f"[{i}]", v) for i, v in enumerate(obj))
+    else:
+        return None
+    for key, v in items:
+        sub = f"{path}{key}" if str(key).startswith("[") else (f"{path}.{key}" if path else str(key))
+        found = _non_finite_path(v, sub)
+        if found is not None:
+            return found
+    return None
+
+
 def create_analyzer_app(state: AnalyzerState) -> FastAPI:
     app = FastAPI(title="shuffledp analyzer", docs_url=None, redoc_url=None,
                   on_startup=[state.start], on_shutdown=[state.stop])
@@ -524,21 +576,33 @@ def create_analyzer_app(state: AnalyzerState) -> FastAPI:
     @app.post("/v1/tasks")
     async def create_task(request: Request) -> dict:
         check_bearer(state.admin_token, request.headers.get("authorization"))
+        body = await read_body(request, MAX_TASK_BODY, too_large="invalidRequest")
         try:
-            spec = json.loads(await request.body())
+            spec = json.loads(body)
             if not isinstance(spec, dict):
                 raise ValueError("body must be a JSON object")
-        except ValueError as e:
+            bad = _non_finite_path(spec)
+        except (ValueError, RecursionError) as e:
             raise Problem(400, "invalidRequest", f"body is not a JSON object: {type(e).__name__}") from e
-        try:
-            if "crowds" in spec:
-                if not isinstance(spec["crowds"], list) or not all(isinstance(c, str) for c in spec["crowds"]):
-                    raise Problem(422, "invalidRequest", "crowds must be a list of hex strings")
+        unknown = sorted(set(spec) - TASK_FIELDS)
+        if unknown:
+            raise Problem(422, "invalidRequest", f"unknown task field(s) {unknown}: the fields are "
+                          f"{sorted(TASK_FIELDS)} (the analyzer chooses task_id)")
+        if bad is not None:
+            raise Problem(422, "invalidRequest", f"{bad} must be a finite number (NaN/Infinity are not JSON)")
+        if "crowds" in spec:
+            if not isinstance(spec["crowds"], list) or not all(isinstance(c, str) for c in spec["crowds"]):
+                raise Problem(422, "invalidRequest", "crowds must be a list of hex strings")
+            try:
                 spec["crowds"] = [bytes.fromhex(c) for c in spec["crowds"]]
-            cfg = create_task_config(**spec)
-        except (TypeError, AttributeError) as e:
-            raise Problem(422, "invalidRequest", f"unknown or missing task fields: {e}") from e
-        except ValueError as e:
+            except ValueError as e:
+                raise Problem(422, "invalidRequest", "crowds must be a list of hex strings") from e
+        try:
+            cfg = create_task_config(**spec, min_time_precision=state.min_time_precision)
+        except TypeError as e:
+            raise Problem(422, "invalidRequest", f"missing task fields (name, mechanism and target_central are "
+                          f"required): {type(e).__name__}") from e
+        except ValueError as e:  # ValidationError: names the parameter
             raise Problem(422, "invalidRequest", str(e)) from e
         state.add_task(cfg)
         return {"task_id": cfg.task_id.hex(), "config": cfg.to_json(), "config_digest": cfg.digest.hex()}
@@ -550,8 +614,8 @@ def create_analyzer_app(state: AnalyzerState) -> FastAPI:
 
     @app.put("/v1/tasks/{task_hex}/batches/{batch_hex}")
     async def put_batch(task_hex: str, batch_hex: str, request: Request) -> dict:
-        body = await request.body()
-        verify_signature(state.peer_secret, "PUT", request.url.path, body, request.headers.get("authorization"))
+        # authenticated from the header (401) and size-checked (413) before any body byte is read
+        body = await read_signed_body(request, state.peer_secret, MAX_BATCH_BODY)
         t = tid(task_hex)
         try:
             bid = bytes.fromhex(batch_hex)
@@ -561,8 +625,9 @@ def create_analyzer_app(state: AnalyzerState) -> FastAPI:
         return await run_in_threadpool(ingest_batch, state, t, bid, body)
 
     @app.get("/v1/tasks/{task_hex}/estimates")
-    def get_estimates(task_hex: str, request: Request, crowd: str | None = None, from_window: int | None = None,
-                      to_window: int | None = None) -> dict:
+    def get_estimates(task_hex: str, request: Request, crowd: str | None = None,
+                      from_window: int | None = Query(None, ge=0, le=MAX_WINDOW),
+                      to_window: int | None = Query(None, ge=0, le=MAX_WINDOW)) -> dict:
         check_bearer(state.collector_token, request.headers.get("authorization"))
         try:
             cb = bytes.fromhex(crowd) if crowd is not None else None

@@ -19,11 +19,42 @@ import numpy as np
 from ..core.errors import ValidationError
 from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
-from .accounting_bridge import central_epsilon, min_batch_size
+from ..core.validation import check_real
+from .accounting_bridge import central_epsilon, group_bound, min_batch_size
 from .wire import MAX_CROWD_LEN, PlaintextSchema, check_envelope_fits, envelope_len
 
 __all__ = ["TaskConfig", "ClientPolicy", "build_mechanism", "create_task_config", "IdentityTestEncoder",
-           "canonical_json"]
+           "canonical_json", "TASK_FIELDS", "MIN_TIME_PRECISION"]
+
+#: Smallest ``time_precision`` (seconds) a deployment accepts by default. Each report carries its
+#: client time in ``time_precision`` units (read by the analyzer after decryption) and the shuffler
+#: stores each pending report's window (``batch_window >= time_precision``): at 1 s both learn the
+#: second a report was sent, which links a report to the connection (and so the client) that
+#: carried it and undoes the shuffle. 60 s makes every report of a minute look alike. Lower values
+#: exist only for tests (``create_task_config(min_time_precision=...)``, ``serve --min-time-precision``).
+MIN_TIME_PRECISION = 60
+
+#: Upper bounds of the task's integer fields (their storage and arithmetic stay in int64).
+MAX_BATCH_WINDOW = 366 * 86400          # seconds (one leap year)
+MAX_CLOCK_SKEW = 7 * 86400              # seconds (one week)
+MAX_WAIT_WINDOWS = 100
+MAX_RETENTION_DAYS = 3650
+MAX_REPORTS_CAP = 10**6                 # client_policy caps
+MAX_BATCH_FLOOR = 10**8                 # = accounting_bridge.min_batch_size's n_max
+MAX_DOMAIN = 2**31 - 1                  # mechanism params.d
+
+#: The fields a task creation request may carry (``POST /v1/tasks``); the task id is chosen by the
+#: analyzer and the time-precision floor is a server setting, so neither is a request field.
+TASK_FIELDS = frozenset({"name", "mechanism", "target_central", "time_precision", "batch_window",
+                         "max_wait_windows", "tolerable_clock_skew", "crowds", "min_batch_size_floor",
+                         "honest_fraction", "client_policy", "retention_days", "central_mode", "drop_noise"})
+
+
+def _int_field(v: Any, param: str, lo: int, hi: int) -> int:
+    """An integer (not a boolean, not a float) in ``[lo, hi]``; ValidationError naming ``param``."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or not lo <= v <= hi:
+        raise ValidationError(f"{param} must be an integer in [{lo}, {hi}], got {v!r}", parameter=param)
+    return int(v)
 
 
 def canonical_json(obj: Any) -> bytes:
@@ -96,21 +127,28 @@ def _build_mechanism(spec: dict) -> Any:
         raise ValidationError("mechanism must be an object with an object 'params'", parameter="mechanism")
     kind, name = spec.get("kind"), spec.get("name")
     params = dict(spec.get("params", {}))
+
+    def eps() -> float:
+        return check_real(spec["epsilon"], "mechanism.epsilon", low=0.0, low_open=True)
+
+    def d() -> int:
+        return _int_field(params.pop("d"), "mechanism.params.d", 1, MAX_DOMAIN)
+
     if kind == "frequency":
         from ..local import frequency_oracle
-        return frequency_oracle(name, float(spec["epsilon"]), int(params.pop("d")), **params)
+        return frequency_oracle(name, eps(), d(), **params)
     if kind == "mean":
         from ..local import mean_oracle
-        return mean_oracle(name, float(spec["epsilon"]), **params)
+        return mean_oracle(name, eps(), **params)
     if kind == "central":
         if name != "histogram":
             raise ValidationError(f"unknown central-mode mechanism {name!r} (use 'histogram')",
                                   parameter="mechanism.name")
-        return CentralHistogramEncoder(int(params["d"]))
+        return CentralHistogramEncoder(d())
     if kind == "test":
         if name != "test_identity":
             raise ValidationError(f"unknown test mechanism {name!r}", parameter="mechanism.name")
-        return IdentityTestEncoder(int(params["d"]))
+        return IdentityTestEncoder(d())
     raise ValidationError(f"mechanism.kind must be 'frequency', 'mean' or 'test', got {kind!r}",
                           parameter="mechanism.kind")
 
@@ -240,71 +278,93 @@ def create_task_config(*, name: str, mechanism: dict, target_central: dict, time
                        crowds: list[bytes] | None = None, min_batch_size_floor: int = 100,
                        honest_fraction: float = 1.0, client_policy: dict | None = None,
                        retention_days: int = 90, central_mode: dict | None = None,
-                       drop_noise: dict | None = None, task_id: bytes | None = None) -> TaskConfig:
+                       drop_noise: dict | None = None, task_id: bytes | None = None,
+                       min_time_precision: int = MIN_TIME_PRECISION) -> TaskConfig:
     """Validate a task request and compute its minimum batch size from the central target.
 
-    Raises ValidationError (naming the parameter) when anything is out of range, including a
-    target central (eps, delta) unreachable from the mechanism's eps0.
+    Raises ValidationError (naming the parameter and its range) when anything is out of range or
+    of the wrong type (booleans are not integers; numbers must be finite), including:
+
+    - ``time_precision < min_time_precision`` (default :data:`MIN_TIME_PRECISION` = 60 s; a smaller
+      value is for tests only, see the constant's comment);
+    - a target central (eps, delta) unreachable from the mechanism's eps0;
+    - a client policy under which the target is vacuous for every batch: the ``k =
+      max_reports_per_window`` reports one user may have in a single window give, by group
+      privacy, ``(k eps_c, k e^{(k-1) eps_c} delta)`` with a delta >= 1 (no guarantee).
     """
     _check(isinstance(name, str) and 0 < len(name) <= 200, "name must be a non-empty string (<= 200 chars)", "name")
     mech = build_mechanism(mechanism)  # validates registry name + parameters
-    _check(isinstance(target_central, dict), "target_central must be an object {eps, delta}", "target_central")
-    _check(isinstance(time_precision, int) and time_precision >= 1, "time_precision must be an int >= 1 s",
-           "time_precision")
-    _check(isinstance(batch_window, int) and batch_window >= time_precision and batch_window % time_precision == 0,
-           "batch_window must be a positive multiple of time_precision", "batch_window")
-    _check(isinstance(max_wait_windows, int) and 1 <= max_wait_windows <= 100, "max_wait_windows must be in [1, 100]",
-           "max_wait_windows")
-    _check(isinstance(tolerable_clock_skew, int) and tolerable_clock_skew >= 0, "tolerable_clock_skew must be >= 0",
-           "tolerable_clock_skew")
+    min_time_precision = _int_field(min_time_precision, "min_time_precision", 1, MAX_BATCH_WINDOW)
+    time_precision = _int_field(time_precision, "time_precision", 1, MAX_BATCH_WINDOW)
+    _check(time_precision >= min_time_precision,
+           f"time_precision must be >= {min_time_precision} s, got {time_precision}: a finer report time (and "
+           f"batch window) tells the shuffler and the analyzer when each report was sent, which links it to "
+           f"its connection", "time_precision")
+    batch_window = _int_field(batch_window, "batch_window", time_precision, MAX_BATCH_WINDOW)
+    _check(batch_window % time_precision == 0, "batch_window must be a multiple of time_precision", "batch_window")
+    max_wait_windows = _int_field(max_wait_windows, "max_wait_windows", 1, MAX_WAIT_WINDOWS)
+    tolerable_clock_skew = _int_field(tolerable_clock_skew, "tolerable_clock_skew", 0, MAX_CLOCK_SKEW)
     crowds = list(crowds) if crowds else [b""]
     _check(all(isinstance(c, bytes) and len(c) <= MAX_CROWD_LEN for c in crowds) and len(set(crowds)) == len(crowds),
            f"crowds must be distinct byte strings of at most {MAX_CROWD_LEN} bytes", "crowds")
-    _check(isinstance(min_batch_size_floor, int) and min_batch_size_floor >= 1, "min_batch_size_floor must be >= 1",
-           "min_batch_size_floor")
-    _check(0.0 < honest_fraction <= 1.0, "honest_fraction must lie in (0, 1]", "honest_fraction")
+    min_batch_size_floor = _int_field(min_batch_size_floor, "min_batch_size_floor", 1, MAX_BATCH_FLOOR)
+    honest_fraction = check_real(honest_fraction, "honest_fraction", low=0.0, high=1.0, low_open=True)
     _check(client_policy is None or isinstance(client_policy, dict), "client_policy must be an object",
            "client_policy")
     try:
         pol = ClientPolicy(**(client_policy or {}))
     except TypeError as e:
         raise ValidationError(f"client_policy has unknown fields: {e}", parameter="client_policy") from e
+    for f in ("max_reports_per_window", "max_reports_per_day"):
+        _int_field(getattr(pol, f), f"client_policy.{f}", 1, MAX_REPORTS_CAP)
     _check(1 <= pol.max_reports_per_window <= pol.max_reports_per_day,
            "client_policy needs 1 <= max_reports_per_window <= max_reports_per_day", "client_policy")
-    _check(isinstance(retention_days, int) and retention_days >= 1, "retention_days must be >= 1", "retention_days")
+    retention_days = _int_field(retention_days, "retention_days", 1, MAX_RETENTION_DAYS)
+    _check(task_id is None or (isinstance(task_id, bytes) and len(task_id) == 32), "task_id must be 32 bytes",
+           "task_id")
+    _check(isinstance(target_central, dict) and set(target_central) == {"eps", "delta"},
+           "target_central must be an object with exactly the fields eps and delta", "target_central")
+    eps_c = check_real(target_central["eps"], "target_central.eps", low=0.0, low_open=True)
+    delta = check_real(target_central["delta"], "target_central.delta", low=0.0, high=1.0, low_open=True,
+                       high_open=True)
     test_only = mechanism.get("kind") == "test"
     central = mechanism.get("kind") == "central"
     if test_only or central:
         n_min = min_batch_size_floor
     else:
-        try:
-            eps_c = float(target_central.get("eps", 0))
-            delta = float(target_central.get("delta", 0))
-        except (TypeError, ValueError) as e:
-            raise ValidationError("target_central eps and delta must be numbers", parameter="target_central") from e
         n_min = max(min_batch_size_floor,
                     math.ceil(min_batch_size(float(mech.epsilon), eps_c, delta) / honest_fraction))
+        k = pol.max_reports_per_window
+        _check(group_bound(eps_c, delta, k) is not None,
+               f"client_policy.max_reports_per_window = {k} makes the target vacuous: by group privacy the "
+               f"{k} reports one user may send in one window are only ({k} eps_c, {k} e^(({k}-1) eps_c) delta)"
+               f"-DP at eps_c = {eps_c:g}, delta = {delta:g}, a delta >= 1 (no guarantee); lower "
+               f"max_reports_per_window, eps_c or delta", "client_policy.max_reports_per_window")
     from .drop import central_available, drop_offset
     if central:
         try:
-            ok = (isinstance(central_mode, dict) and 0 < float(central_mode["eps_per_query"])
-                  <= float(central_mode["query_budget_eps"]) < math.inf)
-        except (KeyError, TypeError, ValueError):
+            ok = isinstance(central_mode, dict) and set(central_mode) == {"eps_per_query", "query_budget_eps"}
+            if ok:
+                eq = check_real(central_mode["eps_per_query"], "central_mode.eps_per_query", low=0.0, low_open=True)
+                qb = check_real(central_mode["query_budget_eps"], "central_mode.query_budget_eps", low=eq)
+        except ValidationError:
             ok = False
-        _check(ok, "a central-mode task needs central_mode {eps_per_query > 0, query_budget_eps >= eps_per_query}",
-               "central_mode")
+        _check(ok, "a central-mode task needs central_mode {eps_per_query > 0, query_budget_eps >= eps_per_query}"
+               " (finite numbers)", "central_mode")
         _check(central_available(), "central mode needs shuffledp.central (exact discrete Laplace sampler)",
                "central_mode")
-        central_mode = {"eps_per_query": float(central_mode["eps_per_query"]),
-                        "query_budget_eps": float(central_mode["query_budget_eps"])}
+        central_mode = {"eps_per_query": eq, "query_budget_eps": qb}
     else:
         _check(central_mode is None, "central_mode applies only to mechanism kind 'central'", "central_mode")
     if drop_noise is not None:
-        _check(isinstance(drop_noise, dict), "drop_noise must be {eps, delta}", "drop_noise")
+        _check(isinstance(drop_noise, dict) and set(drop_noise) == {"eps", "delta"},
+               "drop_noise must be {eps, delta}", "drop_noise")
         try:
-            drop_noise = {"eps": float(drop_noise["eps"]), "delta": float(drop_noise["delta"])}
-        except (KeyError, TypeError, ValueError) as e:
-            raise ValidationError("drop_noise must be {eps: float, delta: float}", parameter="drop_noise") from e
+            drop_noise = {"eps": check_real(drop_noise["eps"], "drop_noise.eps", low=0.0, low_open=True),
+                          "delta": check_real(drop_noise["delta"], "drop_noise.delta", low=0.0, high=1.0,
+                                              low_open=True, high_open=True)}
+        except ValidationError as e:
+            raise ValidationError(str(e), parameter="drop_noise") from None
         drop_offset(drop_noise["eps"], drop_noise["delta"])
         _check(central_available(), "drop_noise needs shuffledp.central (exact discrete Laplace sampler)",
                "drop_noise")
@@ -316,8 +376,7 @@ def create_task_config(*, name: str, mechanism: dict, target_central: dict, time
                       report_schema=schema, time_precision=time_precision, batch_window=batch_window,
                       max_wait_windows=max_wait_windows, tolerable_clock_skew=tolerable_clock_skew,
                       crowds=tuple(crowds), min_batch_size_floor=min_batch_size_floor,
-                      target_central={"eps": float(target_central.get("eps", 0)),
-                                      "delta": float(target_central.get("delta", 0))},
+                      target_central={"eps": eps_c, "delta": delta},
                       honest_fraction=float(honest_fraction), min_batch_size=int(n_min), client_policy=pol,
                       retention_days=retention_days, test_only=test_only, central_mode=central_mode,
                       drop_noise=drop_noise)

@@ -1,8 +1,15 @@
 """Run a service under uvicorn: ``python -m shuffledp.service.serve shuffler|analyzer --db URL``.
 
-Hardening: access log off, proxy headers ignored, no Server/Date headers, warnings-only logging.
+Hardening: access log off, proxy headers ignored, no Server/Date headers, warnings-only logging with
+one line per event (no tracebacks, no request data: ``http_common.OneLineLogs``); idle keep-alive
+connections closed after ``--keep-alive`` s; a request head must arrive within ``--head-timeout`` s
+(:func:`head_timeout_protocol`) and is capped at 16 KiB (h11); at most
+``--limit-concurrency`` connections and requests at once (503 beyond); request bodies bounded in size
+and time (``--body-timeout``, ``--body-min-rate``: ``http_common.read_body``).
 Secrets come from the environment (``SHUFFLEDP_ADMIN_TOKEN``, ``SHUFFLEDP_PEER_SECRET``,
-``SHUFFLEDP_COLLECTOR_TOKEN``), never from the command line (visible in ``ps``).
+``SHUFFLEDP_COLLECTOR_TOKEN``), never from the command line (visible in ``ps``). The analyzer's floor
+on a task's ``time_precision`` is 60 s; ``--min-time-precision`` (or ``SHUFFLEDP_MIN_TIME_PRECISION``)
+lowers it for tests only.
 With ``--port 0`` an ephemeral port is bound and written to ``--port-file`` once listening.
 """
 
@@ -10,13 +17,75 @@ from __future__ import annotations
 
 import argparse
 import logging
+import logging.config
 import os
 import secrets
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
-__all__ = ["build_app", "run", "main"]
+__all__ = ["build_app", "run", "main", "KEEP_ALIVE", "MAX_HEAD_BYTES", "LIMIT_CONCURRENCY", "HEAD_TIMEOUT",
+           "head_timeout_protocol"]
+
+#: seconds an idle keep-alive connection is kept open
+KEEP_ALIVE = 5
+#: largest request line + headers (h11's incomplete-event buffer)
+MAX_HEAD_BYTES = 16 * 1024
+#: most concurrent connections + requests; beyond it uvicorn answers 503 (bounds the memory that
+#: bodies in flight can hold: shuffler 8 MiB cap each, held at most for the body deadline)
+LIMIT_CONCURRENCY = 256
+#: seconds a connection may take to deliver a request head (from opening, or from its previous
+#: response); uvicorn has no such timer, and with a connection limit, idle sockets would lock others out
+HEAD_TIMEOUT = 10.0
+
+
+def head_timeout_protocol(head_timeout: float) -> type:
+    """uvicorn's h11 protocol, closing connections whose request head does not arrive in time.
+
+    uvicorn arms no timer on a new connection, and its keep-alive timer is cancelled by the first
+    byte of the next request: a client that connects and sends nothing, or part of a request line
+    or headers, holds the connection (and a ``limit_concurrency`` slot) forever. Here a timer is
+    armed when the connection opens and after every response, and cancelled once a complete head
+    starts a request (whose body is then bounded by ``http_common.read_body``).
+    """
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeadTimeoutH11Protocol(H11Protocol):
+        _head_timer: Any = None
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm_head_timer()
+
+        def _arm_head_timer(self) -> None:
+            self._cancel_head_timer()
+            self._head_timer = self.loop.call_later(head_timeout, self._head_timed_out)
+
+        def _cancel_head_timer(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_timed_out(self) -> None:
+            self._head_timer = None
+            if (self.cycle is None or self.cycle.response_complete) and not self.transport.is_closing():
+                self.transport.close()
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self.cycle is not None and not self.cycle.response_complete:
+                self._cancel_head_timer()
+
+        def on_response_complete(self) -> None:
+            self._arm_head_timer()              # before a pipelined request may start in super()
+            super().on_response_complete()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._cancel_head_timer()
+            super().connection_lost(exc)
+
+    return HeadTimeoutH11Protocol
 
 
 def _secret(name: str) -> str:
@@ -28,7 +97,7 @@ def _secret(name: str) -> str:
 
 
 def build_app(role: str, db: str, *, tick: float = 1.0, close_delay: float = 0.0, forward_timeout: float = 30.0,
-              retention_every: float = 3600.0):
+              retention_every: float = 3600.0, min_time_precision: int | None = None):
     if role == "shuffler":
         from .shuffler import ShufflerState, create_shuffler_app
         st = ShufflerState(db, admin_token=_secret("SHUFFLEDP_ADMIN_TOKEN"),
@@ -40,26 +109,42 @@ def build_app(role: str, db: str, *, tick: float = 1.0, close_delay: float = 0.0
         from .analyzer import AnalyzerState, create_analyzer_app
         st = AnalyzerState(db, admin_token=_secret("SHUFFLEDP_ADMIN_TOKEN"),
                            collector_token=_secret("SHUFFLEDP_COLLECTOR_TOKEN"),
-                           peer_secret=_secret("SHUFFLEDP_PEER_SECRET").encode(), retention_every=retention_every)
+                           peer_secret=_secret("SHUFFLEDP_PEER_SECRET").encode(), retention_every=retention_every,
+                           **({} if min_time_precision is None else {"min_time_precision": min_time_precision}))
         return create_analyzer_app(st)
     raise SystemExit(f"role must be 'shuffler' or 'analyzer', got {role!r}")
 
 
 def run(role: str, db: str, host: str = "127.0.0.1", port: int = 0, port_file: str | None = None,
         tick: float = 1.0, close_delay: float = 0.0, forward_timeout: float = 30.0,
-        retention_every: float = 3600.0) -> None:
+        retention_every: float = 3600.0, *, body_timeout: float | None = None, body_min_rate: float | None = None,
+        limit_concurrency: int = LIMIT_CONCURRENCY, keep_alive: int = KEEP_ALIVE,
+        min_time_precision: int | None = None, head_timeout: float = HEAD_TIMEOUT) -> None:
     import uvicorn
 
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    from .http_common import logging_config
+    logging.config.dictConfig(logging_config("WARNING"))
+    if min_time_precision is None and os.environ.get("SHUFFLEDP_MIN_TIME_PRECISION"):
+        min_time_precision = int(os.environ["SHUFFLEDP_MIN_TIME_PRECISION"])
     app = build_app(role, db, tick=tick, close_delay=close_delay, forward_timeout=forward_timeout,
-                    retention_every=retention_every)
+                    retention_every=retention_every, min_time_precision=min_time_precision)
+    if body_timeout is not None:
+        app.state.body_timeout = body_timeout
+    if body_min_rate is not None:
+        app.state.body_min_rate = body_min_rate
+    if min_time_precision is not None and min_time_precision < 60:
+        logging.getLogger("shuffledp.service").warning(
+            "time_precision floor lowered to %d s (tests only: reports become linkable to their arrival)",
+            min_time_precision)
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     sock.listen(2048)
     bound = sock.getsockname()[1]
-    cfg = uvicorn.Config(app, log_level="warning", access_log=False, proxy_headers=False, server_header=False,
-                         date_header=False, timeout_keep_alive=30, lifespan="on")
+    cfg = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False, proxy_headers=False,
+                         server_header=False, date_header=False, timeout_keep_alive=keep_alive,
+                         h11_max_incomplete_event_size=MAX_HEAD_BYTES, limit_concurrency=limit_concurrency,
+                         http=head_timeout_protocol(head_timeout), lifespan="on")
     server = uvicorn.Server(cfg)
     if port_file:
         # uvicorn serves on the already-listening socket; write the port once the app started
@@ -87,8 +172,22 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--forward-timeout", type=float, default=30.0, help="shuffler: analyzer request timeout (s)")
     p.add_argument("--retention-every", type=float, default=3600.0,
                    help="seconds between retention rounds (shuffler: inside the batcher loop; analyzer: own thread)")
+    p.add_argument("--body-timeout", type=float, default=None,
+                   help="seconds a request body may stall (no byte received) and base of its deadline (default 30)")
+    p.add_argument("--body-min-rate", type=float, default=None,
+                   help="bytes/s: a body's deadline is body-timeout + length / rate (default 1 MiB/s)")
+    p.add_argument("--limit-concurrency", type=int, default=LIMIT_CONCURRENCY,
+                   help="most concurrent connections + requests (503 beyond)")
+    p.add_argument("--keep-alive", type=int, default=KEEP_ALIVE, help="seconds an idle keep-alive connection stays")
+    p.add_argument("--head-timeout", type=float, default=HEAD_TIMEOUT,
+                   help="seconds a connection may take to send a request head (closed otherwise)")
+    p.add_argument("--min-time-precision", type=int, default=None,
+                   help="analyzer: floor on a new task's time_precision in s (default 60; lower values are for "
+                        "tests only; also SHUFFLEDP_MIN_TIME_PRECISION)")
     a = p.parse_args(argv)
-    run(a.role, a.db, a.host, a.port, a.port_file, a.tick, a.close_delay, a.forward_timeout, a.retention_every)
+    run(a.role, a.db, a.host, a.port, a.port_file, a.tick, a.close_delay, a.forward_timeout, a.retention_every,
+        body_timeout=a.body_timeout, body_min_rate=a.body_min_rate, limit_concurrency=a.limit_concurrency,
+        keep_alive=a.keep_alive, min_time_precision=a.min_time_precision, head_timeout=a.head_timeout)
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ from sqlalchemy import delete, func, select, update
 from ..shuffle.shuffler import csprng_permutation
 from .config import TaskConfig
 from .client_auth import ClientTokens, RateLimiter
-from .http_common import Problem, check_bearer, install_problem_handlers, sign_request
+from .http_common import Problem, check_bearer, install_problem_handlers, read_body, sign_request
 from .storage import (delete_pending_digests, insert_ignore, make_engine, move_pending_to_batch, read_connection,
                       shuffler_batch_items, shuffler_batches, shuffler_counters, shuffler_pending, shuffler_tasks,
                       upgrade)
@@ -695,17 +695,9 @@ def create_shuffler_app(state: ShufflerState) -> FastAPI:
     async def upload(task_hex: str, request: Request) -> dict:
         t = tid(task_hex)
         keys = state.admit_upload(request.headers.get("authorization"), request.client.host if request.client else "")
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-            raise Problem(413, "reportTooLarge", f"body larger than {MAX_BODY_BYTES} bytes", t)
-        chunks, size = [], 0
-        async for ch in request.stream():
-            size += len(ch)
-            if size > MAX_BODY_BYTES:
-                raise Problem(413, "reportTooLarge", f"body larger than {MAX_BODY_BYTES} bytes", t)
-            chunks.append(ch)
+        body = await read_body(request, MAX_BODY_BYTES, t)  # 413 over the cap, 408 past the read deadline
         from starlette.concurrency import run_in_threadpool
-        return await run_in_threadpool(state.ingest, t, b"".join(chunks), client_keys=keys)
+        return await run_in_threadpool(state.ingest, t, body, client_keys=keys)
 
     @app.post("/v1/admin/tick")
     def admin_tick(request: Request, close_current: bool = False) -> dict:
