@@ -62,7 +62,7 @@ class World:
         self.cfg = create_task_config(
             name="hardening", mechanism={"kind": "test", "name": "test_identity", "params": {"d": 4096}},
             target_central={"eps": 1.0, "delta": 1e-6}, min_batch_size_floor=floor, time_precision=1,
-            batch_window=HOUR, max_wait_windows=2, tolerable_clock_skew=60)
+            min_time_precision=1, batch_window=HOUR, max_wait_windows=2, tolerable_clock_skew=60)
         if analyzer_knows_task:
             self.an.add_task(self.cfg)
         self.sh.register(self.cfg, "http://testserver", [k.key_id for k in self.an.public_configs], None)
