@@ -1,4 +1,4 @@
-"""`shuffledp compare`: one row per method, skips are explained, bad problem is refused."""
+"""`shuffledp compare`: one row per method; bad arguments (problem, eps, delta, n, d, q, reps, methods) are refused."""
 
 import math
 
@@ -19,10 +19,30 @@ def test_counting_rows_have_measured_rmse_near_theory_for_cdp():
     assert rows[0]["rmse"] < rows[1]["rmse"]  # CDP beats LDP at the same eps
 
 
-def test_unknown_method_is_a_skipped_row_with_reason():
-    rows = compare_rows("sum", 1.0, 10_000, methods=["no_such_protocol"], reps=5)
-    assert rows[0]["status"] == "skipped" and "no_such_protocol" in rows[0]["reason"]
-    assert math.isnan(rows[0]["rmse"])
+def test_unknown_or_unimplemented_method_is_refused_naming_methods():
+    with pytest.raises(ValidationError, match="no_such_protocol") as e:
+        compare_rows("sum", 1.0, 10_000, methods=["no_such_protocol"], reps=5)
+    assert e.value.parameter == "methods"
+    with pytest.raises(ValidationError, match="not implemented") as e:
+        compare_rows("counting", 1.0, 10_000, methods=["cnt_pure"], reps=5)
+    assert e.value.parameter == "methods"
+
+
+@pytest.mark.parametrize("args, parameter", [
+    (["counting", "--eps", "0"], "eps"), (["counting", "--eps", "-1"], "eps"), (["counting", "--n", "0"], "n"),
+    (["counting", "--delta", "1.5"], "delta"), (["histogram", "--d", "1"], "d"),
+    (["counting", "--methods", "foo"], "methods"), (["counting", "--reps", "0"], "reps"),
+    (["counting", "--q", "2"], "q"),
+])
+def test_cli_bad_argument_is_one_line_exit_2(args, parameter):
+    from shuffledp.cli import _register_commands, app
+
+    _register_commands()
+    res = CliRunner().invoke(app, ["compare", *args])
+    assert res.exit_code == 2, res.output
+    out = " ".join(res.output.split())
+    assert out.startswith("error:") and parameter in out and "Traceback" not in out
+    assert "RuntimeWarning" not in out and "┃" not in out  # no table, no numpy warning spew
 
 
 def test_bad_problem_is_refused():

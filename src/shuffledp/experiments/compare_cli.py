@@ -19,6 +19,30 @@ import typer
 PROBLEMS = ("counting", "histogram", "sum")
 
 
+def check_arguments(epsilon: float, n: int, *, delta: float, d: int, q: float, methods: list[str] | None,
+                    reps: int) -> None:
+    """Refuse a setting no method can run (``ValidationError`` naming the parameter and its range).
+
+    The central target must be a real ``eps > 0`` and ``0 < delta < 1``; ``n >= 1`` users, a domain
+    ``d >= 2``, a fraction ``q`` in [0, 1], ``reps >= 1`` and registry protocol names.
+    """
+    from ..core.errors import ValidationError
+    from ..core.validation import check_delta, check_epsilon, check_positive_int, check_probability
+    from ..shuffle.registry import protocol_class
+
+    check_epsilon(epsilon, "eps")
+    check_delta(delta, "delta")
+    check_positive_int(n, "n")
+    check_positive_int(d, "d", minimum=2)
+    check_probability(q, "q")
+    check_positive_int(reps, "reps")
+    for m in methods or ():
+        try:
+            protocol_class(m)
+        except ValidationError as e:  # unknown name, or a registered protocol that is not implemented
+            raise ValidationError(f"methods: {e}", parameter="methods") from e
+
+
 def compare_rows(problem: str, epsilon: float, n: int, *, delta: float = 1e-6, d: int = 100, q: float = 0.5,
                  methods: list[str] | None = None, reps: int = 50, seed: int = 1,
                  progress: Any = None) -> list[dict[str, Any]]:
@@ -28,6 +52,7 @@ def compare_rows(problem: str, epsilon: float, n: int, *, delta: float = 1e-6, d
 
     if problem not in PROBLEMS:
         raise ValidationError(f"problem must be one of {PROBLEMS}, got {problem!r}", parameter="problem")
+    check_arguments(epsilon, n, delta=delta, d=d, q=q, methods=methods, reps=reps)
     cfg = SurveyConfig(delta=delta, reps=reps, min_reps=min(10, reps), point_budget_s=5.0,
                        timing_max_messages=100_000, timing_repeats=1)
     names = list(methods) if methods else [*METHODS[problem], *BASELINES[problem]]
