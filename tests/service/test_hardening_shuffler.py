@@ -202,6 +202,33 @@ def test_discard_command_deletes_a_rejected_batch_explicitly(make_world, urls):
         assert conn.execute(select(func.count()).select_from(shuffler_batch_items)).scalar_one() == 0
 
 
+@pytest.mark.parametrize("command", [["requeue", "--all-rejected"], ["discard", "--batch", "ab" * 32]])
+def test_operator_commands_refuse_a_missing_or_bad_database_in_one_line(tmp_path, command):
+    """requeue/discard never create a database: a missing SQLite file, an unparsable URL, an
+    unreachable server or a database without shuffler tables is one line on stderr, exit 2."""
+    from typer.testing import CliRunner
+
+    from shuffledp.cli import _register_commands, app
+    from .conftest import pg_databases
+    _register_commands()
+    bad = [f"sqlite:///{tmp_path / 'absent.db'}", "notaurl", "postgresql://postgres@127.0.0.1:1/nothing"]
+    for db in bad:
+        res = CliRunner().invoke(app, ["shuffler", *command, "--db", db])
+        assert res.exit_code == 2, (db, res.output)
+        assert res.output.startswith("error: --db") and "Traceback" not in res.output, res.output
+        assert len(res.output.strip().splitlines()) == 1, res.output
+    assert not (tmp_path / "absent.db").exists()
+    with pg_databases("shuffledp_test_ops", ("empty",)) as (url,):   # reachable, but not a shuffler's
+        res = CliRunner().invoke(app, ["shuffler", *command, "--db", url])
+        assert res.exit_code == 2 and "holds no shuffler database" in res.output, res.output
+        from sqlalchemy import create_engine, inspect
+        eng = create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+        try:
+            assert inspect(eng).get_table_names() == []      # nothing was created
+        finally:
+            eng.dispose()
+
+
 # ---------------------------------------------------------------------- item 6: formation in bounded steps
 def _pending_deletes_per_transaction(engine):
     """Track how many shuffler_pending rows each transaction deletes (list filled on commit)."""

@@ -38,6 +38,46 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
             raise typer.BadParameter("--batch must be a batch id in hex (64 characters)", param_hint="--batch")
         return out
 
+    def _on_shuffler_db(db: str, action):  # noqa: ANN001, ANN202 - typer-internal helper
+        """Run ``action(engine)`` on an existing shuffler database; one-line error and exit 2 otherwise.
+
+        An operator command never creates a database: a SQLite path that does not exist, a URL
+        SQLAlchemy cannot parse or a server it cannot reach is refused before anything is written.
+        """
+        import os
+
+        from sqlalchemy import inspect
+        from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+        from .storage import make_engine, upgrade
+        if db.startswith("sqlite"):
+            path = db.split(":///", 1)[1] if ":///" in db else ""
+            if not path or not os.path.isfile(path):
+                typer.echo(f"error: --db: no shuffler database at {path or db!r}", err=True)
+                raise typer.Exit(2)
+        elif not db.startswith(("postgresql://", "postgresql+psycopg://")):
+            typer.echo(f"error: --db must be sqlite:///PATH or postgresql://..., got {db!r}", err=True)
+            raise typer.Exit(2)
+        try:
+            eng = make_engine(db)
+        except ArgumentError as e:
+            typer.echo(f"error: --db: {e}", err=True)
+            raise typer.Exit(2) from None
+        try:
+            if not inspect(eng).has_table("shuffler_batches"):
+                typer.echo(f"error: --db: {db!r} holds no shuffler database", err=True)
+                raise typer.Exit(2)
+            upgrade(eng)
+            return action(eng)
+        except ValueError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2) from None
+        except SQLAlchemyError as e:
+            typer.echo(f"error: --db: cannot use the shuffler database ({type(e).__name__})", err=True)
+            raise typer.Exit(2) from None
+        finally:
+            eng.dispose()
+
     @shuffler_app.command(name="requeue")
     def requeue(db: str = typer.Option(..., "--db", help="the shuffler's SQLAlchemy URL"),
                 batch: list[str] = typer.Option(None, "--batch", help="batch id (hex); repeatable"),
@@ -45,20 +85,11 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
                 ) -> None:
         """Send rejected batches to the analyzer again (and retry named retrying batches now)."""
         from .shuffler import requeue_batches
-        from .storage import make_engine, upgrade
         if bool(batch) == all_rejected:
             raise typer.BadParameter("give --batch ID (repeatable) or --all-rejected, not both",
                                      param_hint="--batch/--all-rejected")
         ids = _batch_ids(batch) if batch else None
-        eng = make_engine(db)
-        try:
-            upgrade(eng)
-            done = requeue_batches(eng, ids)
-        except ValueError as e:
-            typer.echo(f"error: {e}", err=True)
-            raise typer.Exit(2) from None
-        finally:
-            eng.dispose()
+        done = _on_shuffler_db(db, lambda eng: requeue_batches(eng, ids))
         for r in done:
             typer.echo(f"requeued batch {r['batch_id']} ({r['n']} reports, was {r['was']}) of task {r['task_id']}")
         typer.echo(f"{len(done)} batch(es) requeued; the running shuffler forwards them at its next round")
@@ -69,16 +100,8 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
                 ) -> None:
         """Delete the envelopes of rejected batches the analyzer will never take (counted, logged)."""
         from .shuffler import discard_batches
-        from .storage import make_engine, upgrade
-        eng = make_engine(db)
-        try:
-            upgrade(eng)
-            done = discard_batches(eng, _batch_ids(batch))
-        except ValueError as e:
-            typer.echo(f"error: {e}", err=True)
-            raise typer.Exit(2) from None
-        finally:
-            eng.dispose()
+        ids = _batch_ids(batch)
+        done = _on_shuffler_db(db, lambda eng: discard_batches(eng, ids))
         for r in done:
             typer.echo(f"discarded batch {r['batch_id']} ({r['n']} reports) of task {r['task_id']}")
 
