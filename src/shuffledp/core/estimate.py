@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 
 from .errors import ValidationError
 from .privacy import PrivacyStatement
@@ -50,6 +49,8 @@ class Estimate:
         """Normal-approximation confidence interval (lower, upper) at the given level."""
         if not (0.0 < level < 1.0):
             raise ValidationError(f"level must lie in (0, 1), got {level!r}", parameter="level")
+        from scipy import stats
+
         z = float(stats.norm.ppf(0.5 + level / 2.0))
         return self.values - z * self.stderr, self.values + z * self.stderr
 

@@ -54,7 +54,6 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from scipy.special import gammaln
 
 from ..core.errors import ValidationError
 from ..core.estimate import Estimate
@@ -73,6 +72,14 @@ __all__ = [
     "duchi_multidim_constants",
     "exp_ratio_below",
 ]
+
+
+def gammaln(x: Any) -> Any:
+    """``scipy.special.gammaln`` (log |Gamma(x)|); scipy is imported on first use, not with the module."""
+    from scipy.special import gammaln as _gammaln
+
+    return _gammaln(x)
+
 
 #: Threshold eps* of Wang et al. (ICDE'19): HM mixes in PM only when eps > eps*.
 HM_EPSILON_STAR = 0.61

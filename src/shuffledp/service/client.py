@@ -28,9 +28,8 @@ import secrets
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import numpy as np
 
 from ..core.errors import ShuffleDPError, ValidationError
@@ -39,6 +38,9 @@ from .config import TaskConfig
 from .hpke import AEAD_AES_128_GCM, KDF_HKDF_SHA256
 from .wire import (MAX_CROWD_LEN, MAX_ENVELOPE_LEN, MAX_UPLOAD_BYTES, MAX_UPLOAD_REPORTS, UPLOAD_HEADER_LEN,
                    KeyConfig, check_envelope_fits, decode_key_list, encode_upload, seal_report, upload_item_len)
+
+if TYPE_CHECKING:  # httpx (with its CLI dependencies) is imported when a client is constructed
+    import httpx
 
 __all__ = ["ShuffleDPClient", "BudgetExceededError", "ConfigError", "fetch_task", "encode_reports",
            "seal_many", "upload"]
@@ -177,7 +179,11 @@ class ShuffleDPClient:
                  http: httpx.Client | None = None, max_outbox: int = 10_000,
                  client_token: str | None = None) -> None:
         self.client_token = client_token
-        self.http = http or httpx.Client(timeout=30.0, headers={"user-agent": SDK_USER_AGENT})
+        if http is None:
+            import httpx
+
+            http = httpx.Client(timeout=30.0, headers={"user-agent": SDK_USER_AGENT})
+        self.http = http
         self.analyzer_url = analyzer_url.rstrip("/")
         self.cfg, self.key = fetch_task(self.http, self.analyzer_url, task_id, allow_test_mechanisms)
         if crowd not in self.cfg.crowds:
@@ -309,6 +315,8 @@ class ShuffleDPClient:
         announced but the shuffler has not registered yet) and other 4xx. After ``max_attempts``
         consecutive failures ``flush`` returns; the reports stay queued for the next call.
         """
+        import httpx
+
         sent = refused = 0
         attempt = 0
         isolate: int | None = None   # request size while isolating a report refused with 400

@@ -20,7 +20,6 @@ from ..core.errors import ValidationError
 from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
 from ..core.validation import check_real
-from .accounting_bridge import central_epsilon, group_bound, min_batch_size
 from .wire import MAX_CROWD_LEN, PlaintextSchema, check_envelope_fits, envelope_len
 
 __all__ = ["TaskConfig", "ClientPolicy", "build_mechanism", "create_task_config", "IdentityTestEncoder",
@@ -252,6 +251,8 @@ class TaskConfig:
         not replayed): envelopes that fail any check hide nobody. Below the task's
         ``min_batch_size`` no amplification is claimed: the statement is the local guarantee eps0.
         """
+        from .accounting_bridge import central_epsilon
+
         delta = float(self.target_central["delta"])
         if n < self.min_batch_size:
             why = (f"batch of {n} valid report(s) < min_batch_size {self.min_batch_size}: "
@@ -292,6 +293,8 @@ def create_task_config(*, name: str, mechanism: dict, target_central: dict, time
       max_reports_per_window`` reports one user may have in a single window give, by group
       privacy, ``(k eps_c, k e^{(k-1) eps_c} delta)`` with a delta >= 1 (no guarantee).
     """
+    from .accounting_bridge import group_bound, min_batch_size
+
     _check(isinstance(name, str) and 0 < len(name) <= 200, "name must be a non-empty string (<= 200 chars)", "name")
     mech = build_mechanism(mechanism)  # validates registry name + parameters
     min_time_precision = _int_field(min_time_precision, "min_time_precision", 1, MAX_BATCH_WINDOW)
