@@ -30,6 +30,11 @@ class Estimate:
         The guarantee this release carries.
     kind : str
         What ``values`` are: ``"frequency"``, ``"mean"``, ``"count"``, ``"sum"``, ...
+    extra : dict
+        Mechanism details (e.g. a sketch's ``hash_seed``). An estimate returned by :meth:`clip`,
+        :meth:`clip_normalize`, :meth:`norm_sub` or :meth:`project_simplex` carries
+        ``extra["postprocessing"]`` (the steps applied, in order) and ``extra["unbiased"] = False``;
+        its ``stderr`` is NaN.
     """
 
     values: np.ndarray
@@ -61,3 +66,118 @@ class Estimate:
     def clipped(self, low: float = 0.0, high: float = 1.0) -> np.ndarray:
         """Post-processing: values clipped to [low, high] (no longer unbiased)."""
         return np.clip(self.values, low, high)
+
+    # ------------------------------------------------------------ consistent post-processing
+    #
+    # A frequency oracle's raw estimates are unbiased but inconsistent: some are negative and
+    # they need not sum to one. The methods below return a new Estimate whose values satisfy
+    # the constraints (Wang, Lopuhaä-Zwakenberg, Li, Skoric, Li, "Locally Differentially Private
+    # Frequency Estimation with Consistency", NDSS 2020). They use only the released values, so
+    # the privacy statement is unchanged (post-processing); they trade bias for a smaller error,
+    # mostly on small items. The raw estimate (this object) is left untouched.
+
+    def clip(self) -> "Estimate":
+        """Values clipped to ``[0, total]`` (Base-Pos of Wang et al. with an upper cut).
+
+        ``total`` is 1 for ``kind="frequency"`` and ``n`` for ``kind="count"``. The result is
+        biased (upwards for small items); its ``stderr`` is NaN (see :meth:`norm_sub`).
+        """
+        total = self._total("clip")
+        return self._postprocessed(np.clip(self.values, 0.0, total), "clip")
+
+    def clip_normalize(self) -> "Estimate":
+        """Values clipped to ``[0, total]``, then scaled to sum to ``total`` (Norm-Mul of Wang et al.).
+
+        When no value is positive, the result is uniform (``total / d`` each). Biased; ``stderr``
+        is NaN (see :meth:`norm_sub`).
+        """
+        total = self._total("clip_normalize")
+        c = np.clip(self.values, 0.0, total)
+        s = float(c.sum())
+        out = c * (total / s) if s > 0.0 else np.full(c.shape, total / c.size)
+        return self._postprocessed(out, "clip_normalize")
+
+    def norm_sub(self) -> "Estimate":
+        """Norm-Sub of Wang et al. (NDSS 2020): non-positive values become 0, and one ``delta``
+        is subtracted from the positive ones, ``f'_i = max(f_i - delta, 0)`` for ``f_i > 0``, with
+        ``delta`` chosen so that the result sums to ``total`` (1 for frequencies, ``n`` for counts).
+
+        This is the fixed point of the paper's iteration (zero the negatives, shift the rest by a
+        common amount, repeat), computed exactly by sorting the positive values (``O(d log d)``,
+        vectorized). When the positive values sum to at least ``total`` (``delta >= 0``) it equals
+        :meth:`project_simplex`; when they sum to less, ``delta < 0`` adds the missing mass to the
+        positive items only (the projection would also lift items estimated at or below 0). When
+        no value is positive, the result is :meth:`project_simplex`'s.
+
+        Returns
+        -------
+        Estimate
+            Values on the simplex ``{f >= 0, sum f = total}``; same ``n`` and ``privacy``;
+            ``extra["postprocessing"]`` lists the steps applied and ``extra["unbiased"]`` is False.
+            ``stderr`` is NaN: the raw estimate's standard error does not describe the error of a
+            biased, data-dependent projection (use this object's raw estimate for intervals).
+        """
+        total = self._total("norm_sub")
+        v = self.values
+        pos = v > 0.0
+        if not pos.any():
+            return self._postprocessed(_project_simplex(v, total), "norm_sub")
+        out = np.zeros_like(v)
+        out[pos] = _project_simplex(v[pos], total)
+        return self._postprocessed(out, "norm_sub")
+
+    def project_simplex(self) -> "Estimate":
+        """Euclidean projection of the values onto the simplex ``{f >= 0, sum f = total}``.
+
+        The closest consistent vector in squared error (the constrained least squares of Wang et
+        al.): ``f'_i = max(f_i - theta, 0)`` with ``theta`` such that ``sum f' = total``, found
+        exactly by sorting (Held, Wolfe and Crowder 1974; Duchi et al., ICML 2008), ``O(d log d)``.
+        Biased; ``stderr`` is NaN (see :meth:`norm_sub`).
+        """
+        total = self._total("project_simplex")
+        return self._postprocessed(_project_simplex(self.values, total), "project_simplex")
+
+    def _total(self, method: str) -> float:
+        """The sum a consistent estimate has: 1 for frequencies, n for counts."""
+        if self.kind == "frequency":
+            total = 1.0
+        elif self.kind == "count":
+            total = float(self.n)
+        else:
+            raise ValidationError(f"{method}() applies to kind 'frequency' or 'count' estimates, got kind "
+                                  f"{self.kind!r}", parameter="kind")
+        if "dims" in self.extra:
+            raise ValidationError(f"{method}() applies to one histogram; this estimate concatenates several "
+                                  f"attributes (extra['dims']): post-process each attribute's slice",
+                                  parameter="kind")
+        if self.values.ndim != 1 or self.values.size == 0 or not np.all(np.isfinite(self.values)):
+            raise ValidationError(f"{method}() needs a non-empty 1-D vector of finite values", parameter="values")
+        if total <= 0.0:
+            raise ValidationError(f"{method}() needs n >= 1 for a count estimate, got n = {self.n}", parameter="n")
+        return total
+
+    def _postprocessed(self, values: np.ndarray, method: str) -> "Estimate":
+        extra = dict(self.extra)
+        extra["postprocessing"] = tuple(self.extra.get("postprocessing", ())) + (method,)
+        extra["unbiased"] = False
+        return Estimate(values, np.full(values.shape, np.nan), self.n, self.privacy, self.kind, extra)
+
+
+def _project_simplex(v: np.ndarray, total: float) -> np.ndarray:
+    """Euclidean projection of the 1-D vector ``v`` onto ``{x >= 0, sum x = total}`` (``total > 0``).
+
+    With ``u`` the values sorted in decreasing order and ``c_k`` the sum of the ``k`` largest,
+    ``rho = max{k : u_k > (c_k - total) / k}`` and ``theta = (c_rho - total) / rho``; the
+    projection is ``max(v - theta, 0)`` (KKT conditions of the strictly convex problem).
+    """
+    u = np.sort(v)[::-1]
+    css = np.cumsum(u)
+    k = np.arange(1, u.size + 1)
+    rho = int(np.nonzero(u * k > css - total)[0][-1]) + 1   # k = 1 always qualifies
+    theta = (css[rho - 1] - total) / rho
+    out = np.maximum(v - theta, 0.0)
+    # rounding: the support sums to total up to a few ulps; fix the sum on the support exactly
+    s = out.sum()
+    if s > 0.0:
+        out *= total / s
+    return out

@@ -53,6 +53,7 @@ real-valued sketch ``M`` is a fixed linear function of them (:meth:`sketch`).
 from __future__ import annotations
 
 import math
+import os
 from fractions import Fraction
 from typing import Any
 
@@ -67,7 +68,7 @@ from .bits import UNIFORM_PRECISION, calibrate_probability, dyadic
 from .packed import bernoulli_packed_lazy
 from .hadamard import fwht
 
-__all__ = ["HashFamily", "TabulationHashFamily", "ExplicitHashFamily", "CountMeanSketch", "HadamardCountMeanSketch", "grouped_bit_sums"]
+__all__ = ["draw_hash_seed", "HashFamily", "TabulationHashFamily", "ExplicitHashFamily", "CountMeanSketch", "HadamardCountMeanSketch", "grouped_bit_sums"]
 
 #: Largest domain the tabulation family accepts (inputs are cut into <= 4 characters of 8 bits).
 MAX_DOMAIN = 1 << 32
@@ -77,6 +78,12 @@ _LANE = np.uint64(0x0101010101010101)
 #: Largest domain for ``debias="exact"`` (a dense d x d inverse).
 MAX_EXACT_D = 4096
 _DEBIAS = ("family", "exact")
+
+
+def draw_hash_seed() -> int:
+    """A fresh hash-family seed from the operating system's CSPRNG: 53 random bits (an integer
+    below ``2^53``, exact in every JSON reader), independent of any simulation generator."""
+    return int.from_bytes(os.urandom(8), "big") >> 11
 
 
 class HashFamily:
@@ -229,7 +236,7 @@ class _CountMeanSketchBase(FrequencyOracle):
 
     name = ""
 
-    def __init__(self, epsilon: float, d: int, k: int | None = None, m: int = 1024, hash_seed: int = 0,
+    def __init__(self, epsilon: float, d: int, k: int | None = None, m: int = 1024, hash_seed: int | None = None,
                  hash_table: Any = None, debias: str = "family") -> None:
         super().__init__(epsilon, d)
         if debias not in _DEBIAS:
@@ -247,7 +254,7 @@ class _CountMeanSketchBase(FrequencyOracle):
         if self.k > (1 << 24) or self.m > (1 << 24):
             raise ValidationError(f"k and m must be <= 2^24, got k={self.k}, m={self.m}", parameter="k")
         if hash_table is None:
-            family = TabulationHashFamily(self.k, self.m, self.d, hash_seed)
+            family = TabulationHashFamily(self.k, self.m, self.d, draw_hash_seed() if hash_seed is None else hash_seed)
         self.family = family
         self.hash_seed = family.seed
         self.A = (self.m / (self.m - 1)) ** 2
@@ -447,9 +454,12 @@ class CountMeanSketch(_CountMeanSketchBase):
         Number of hash functions (rows of the sketch), default 256.
     m : int
         Number of columns, >= 2, default 1024.
-    hash_seed : int
-        Seed of the public hash family (shared by clients and server). A deployment should draw
-        it at random; the estimator is unbiased over that draw.
+    hash_seed : int, optional
+        Seed of the public hash family (shared by clients and server; ``self.hash_seed``). When
+        omitted, a fresh seed is drawn from the operating system (:func:`draw_hash_seed`): the
+        estimator is unbiased over the draw of the family, not for one fixed family, so a fixed
+        default would make every deployment share the same (biased) family. Pass it to reproduce
+        a simulation or to build the mechanism a task's configuration names.
     precision : int, optional
         Binary digits of the flip probability (default ``min(32, 14 + ceil(-log2 q))``).
     hash_table : array_like, optional
@@ -462,7 +472,7 @@ class CountMeanSketch(_CountMeanSketchBase):
 
     name = "cms"
 
-    def __init__(self, epsilon: float, d: int, k: int | None = None, m: int = 1024, hash_seed: int = 0,
+    def __init__(self, epsilon: float, d: int, k: int | None = None, m: int = 1024, hash_seed: int | None = None,
                  precision: int | None = None, hash_table: Any = None, debias: str = "family") -> None:
         super().__init__(epsilon, d, k, m, hash_seed, hash_table, debias)
         half = self.epsilon / 2.0
@@ -666,7 +676,7 @@ class HadamardCountMeanSketch(_CountMeanSketchBase):
 
     name = "hcms"
 
-    def __init__(self, epsilon: float, d: int, k: int | None = None, m: int = 1024, hash_seed: int = 0,
+    def __init__(self, epsilon: float, d: int, k: int | None = None, m: int = 1024, hash_seed: int | None = None,
                  hash_table: Any = None, debias: str = "family") -> None:
         mm = check_positive_int(m, "m", minimum=2)
         if mm & (mm - 1):

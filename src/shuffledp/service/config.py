@@ -297,6 +297,11 @@ def create_task_config(*, name: str, mechanism: dict, target_central: dict, time
 
     _check(isinstance(name, str) and 0 < len(name) <= 200, "name must be a non-empty string (<= 200 chars)", "name")
     mech = build_mechanism(mechanism)  # validates registry name + parameters
+    params = mechanism.get("params", {})
+    if getattr(mech, "hash_seed", None) is not None and "hash_seed" not in params:
+        # a sketch drew its hash family (CMS/HCMS: unbiased over that draw); the task records the
+        # seed so that every client and the analyzer build this same family
+        mechanism = {**mechanism, "params": {**params, "hash_seed": int(mech.hash_seed)}}
     min_time_precision = _int_field(min_time_precision, "min_time_precision", 1, MAX_BATCH_WINDOW)
     time_precision = _int_field(time_precision, "time_precision", 1, MAX_BATCH_WINDOW)
     _check(time_precision >= min_time_precision,
