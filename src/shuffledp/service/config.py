@@ -106,6 +106,26 @@ class CentralHistogramEncoder(IdentityTestEncoder):
                         PrivacyStatement(math.inf, 0.0, "central", note="exact aggregate (internal)"))
 
 
+#: Frequency oracles with a public hash family drawn from ``params.hash_seed`` (unbiased over that draw).
+HASH_FAMILY_ORACLES = frozenset({"cms", "hcms"})
+
+
+def _needs_hash_seed(spec: Any) -> bool:
+    params = spec.get("params", {}) if isinstance(spec, dict) else None
+    return (isinstance(params, dict) and spec.get("kind") == "frequency" and isinstance(spec.get("name"), str)
+            and spec["name"].lower() in HASH_FAMILY_ORACLES and "hash_seed" not in params
+            and params.get("hash_table") is None)
+
+
+def _with_drawn_hash_seed(spec: Any) -> Any:
+    """A new task's CMS/HCMS spec gets a freshly drawn ``hash_seed`` in its params (recorded in the
+    configuration, so every client and the analyzer build the same family)."""
+    if not _needs_hash_seed(spec):
+        return spec
+    from ..local.apple import draw_hash_seed
+    return {**spec, "params": {**spec["params"], "hash_seed": draw_hash_seed()}}
+
+
 def build_mechanism(spec: dict) -> Any:
     """Build the local mechanism a task names (core registry names).
 
@@ -135,6 +155,8 @@ def _build_mechanism(spec: dict) -> Any:
 
     if kind == "frequency":
         from ..local import frequency_oracle
+        if _needs_hash_seed(spec):   # a stored configuration without a seed means seed 0 (the former default):
+            params["hash_seed"] = 0  # every client and the analyzer must build one family, never a fresh draw
         return frequency_oracle(name, eps(), d(), **params)
     if kind == "mean":
         from ..local import mean_oracle
@@ -296,12 +318,8 @@ def create_task_config(*, name: str, mechanism: dict, target_central: dict, time
     from .accounting_bridge import group_bound, min_batch_size
 
     _check(isinstance(name, str) and 0 < len(name) <= 200, "name must be a non-empty string (<= 200 chars)", "name")
+    mechanism = _with_drawn_hash_seed(mechanism)
     mech = build_mechanism(mechanism)  # validates registry name + parameters
-    params = mechanism.get("params", {})
-    if getattr(mech, "hash_seed", None) is not None and "hash_seed" not in params:
-        # a sketch drew its hash family (CMS/HCMS: unbiased over that draw); the task records the
-        # seed so that every client and the analyzer build this same family
-        mechanism = {**mechanism, "params": {**params, "hash_seed": int(mech.hash_seed)}}
     min_time_precision = _int_field(min_time_precision, "min_time_precision", 1, MAX_BATCH_WINDOW)
     time_precision = _int_field(time_precision, "time_precision", 1, MAX_BATCH_WINDOW)
     _check(time_precision >= min_time_precision,
