@@ -77,6 +77,23 @@ def writable_dir(path: str | Path, option: str = "--out") -> Path:
     return p
 
 
+def experiment_outdir(command: str, folder: str, quick: bool, full: bool, out: Path | None) -> Path:
+    """The output folder of an experiment run, checked before the run starts.
+
+    Every experiment takes exactly one of ``--quick`` (a smoke run) or ``--full`` (the documented
+    run). Without ``--out``, ``--quick`` writes to ``results/<folder>-quick/`` and ``--full`` to
+    ``results/<folder>/``, the committed results that ``--full`` reproduces: a quick run never
+    overwrites them. Refuses (one line, exit 2) without matplotlib (``plots`` extra: every
+    experiment's report shows its figures) or when the folder cannot be created and written.
+    """
+    if quick == full:
+        fail("choose exactly one of --quick (smoke run) or --full (the documented run)")
+    require_extras(f"experiment {command}", "plots")
+    if out is None:
+        out = Path("results") / (f"{folder}-quick" if quick else folder)
+    return writable_dir(out, "--out")
+
+
 def parse_count(value: Any, minimum: int = 1, maximum: int | None = None) -> int:
     """An integer from ``1000000``, ``1_000_000`` or ``1e6`` (integral floats exactly); ValueError otherwise.
 
