@@ -87,7 +87,7 @@ def experiment_outdir(command: str, folder: str, quick: bool, full: bool, out: P
     experiment's report shows its figures) or when the folder cannot be created and written.
     """
     if quick == full:
-        fail("choose exactly one of --quick (smoke run) or --full (the documented run)")
+        fail("choose exactly one of --quick or --full (--quick: a smoke run; --full: the documented run)")
     require_extras(f"experiment {command}", "plots")
     if out is None:
         out = Path("results") / (f"{folder}-quick" if quick else folder)
