@@ -34,9 +34,8 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
         if not (math.isfinite(close_delay) and close_delay >= 0):
             fail(f"--close-delay must be a finite number of seconds >= 0, got {close_delay:g}")
         require_extras(f"serve {role}", "service")
-        from .serve import StartupError, check_database, run
-        try:
-            check_database(db)
+        from .serve import StartupError, run
+        try:  # run() checks --port and --db (URL, scheme, connection) before it builds the app
             run(role, db, host, port, port_file, tick, close_delay, forward_timeout, retention_every)
         except StartupError as e:
             fail(str(e))
