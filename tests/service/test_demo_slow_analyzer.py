@@ -25,6 +25,6 @@ def test_demo_deadline_error_names_the_shortfall(tmp_path, monkeypatch):
     from shuffledp.service import demo
     from shuffledp.service.harness import Deployment
     monkeypatch.setattr(Deployment, "analyzer_stats", lambda self, task_id: {"received": 0})
-    with pytest.raises(RuntimeError, match=r"aggregated 0 of 600 reports"):
-        demo.run_demo(n=600, d=4, epsilon=4.0, eps_central=2.0, delta=1e-6, sdk_clients=2,
+    with pytest.raises(RuntimeError, match=r"aggregated 0 of 2,000 reports"):
+        demo.run_demo(n=2000, d=4, epsilon=4.0, eps_central=2.0, delta=1e-6, sdk_clients=2,
                       out_dir=tmp_path / "demo", aggregate_deadline=1.0)

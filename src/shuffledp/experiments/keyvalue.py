@@ -382,13 +382,13 @@ def _report(rows, cfg, infos, claims, files, elapsed) -> Path:
             f"<td>{_lookup(rows, ds, mch, 1.6, 50, 'mse_frequency'):.2e} / {_lookup(rows, ds, mch, 1.6, 50, 'mse_mean'):.2e}</td>"
             for mch in MECHANISMS) + "</tr>")
     h.append("</table></body></html>")
-    path = cfg.outdir / "report.html"
+    path = cfg.outdir / "index.html"
     path.write_text("\n".join(h), encoding="utf-8")
     return path
 
 
 def run_keyvalue_experiment(cfg: KeyValueExperimentConfig, console=None) -> Path:
-    """Run every dataset, write CSVs, PNGs and report.html into ``cfg.outdir``; return the report path."""
+    """Run every dataset, write CSVs, PNGs and index.html into ``cfg.outdir``; return the report path."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     cfg.outdir.mkdir(parents=True, exist_ok=True)

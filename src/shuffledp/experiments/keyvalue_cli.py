@@ -1,10 +1,12 @@
-"""CLI wiring: ``shuffledp experiment keyvalue --quick|--full``."""
+"""CLI wiring: ``shuffledp experiment keyvalue --quick|--full [--out DIR]``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import typer
+
+from ..cli import count, experiment_outdir
 
 
 def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
@@ -14,8 +16,10 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
     def keyvalue(
         quick: bool = typer.Option(False, "--quick", help="30 runs, 10^5-user synthetic sets (< 2 min)"),
         full: bool = typer.Option(False, "--full", help="500 runs, full-size datasets (< 15 min on 2 cores)"),
-        runs: int = typer.Option(0, help="override the number of runs"),
-        out: Path = typer.Option(Path("results/keyvalue"), help="output folder (CSV, PNG, report.html)"),
+        runs: int | None = typer.Option(None, parser=count(2), help="override the number of runs (>= 2)"),
+        out: Path | None = typer.Option(None, "--out", help="output folder (CSV, PNG, index.html); default "
+                                                            "results/keyvalue for --full, results/keyvalue-quick "
+                                                            "for --quick"),
         seed: int = typer.Option(2026, help="simulation seed"),
     ) -> None:
         """Reproduce seed 004 (HISKV): MSE of frequencies/means vs eps and top-N relative error."""
@@ -23,16 +27,10 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
 
         from .keyvalue import KeyValueExperimentConfig, run_keyvalue_experiment
 
-        console = Console()
-        if quick == full:
-            console.print("[red]error:[/red] choose exactly one of --quick or --full")
-            raise typer.Exit(2)
+        out = experiment_outdir("keyvalue", "keyvalue", quick, full, out)  # --quick never overwrites results/keyvalue
         cfg = KeyValueExperimentConfig.quick(out) if quick else KeyValueExperimentConfig.full(out)
         cfg.seed = seed
-        if runs:
-            if runs < 2:
-                console.print("[red]error:[/red] --runs must be >= 2")
-                raise typer.Exit(2)
+        if runs is not None:
             cfg.runs = runs
-        report = run_keyvalue_experiment(cfg, console)
-        console.print(f"report: {report}")
+        report = run_keyvalue_experiment(cfg, Console())
+        Console().print(f"report: {report}")

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from ..cli import experiment_outdir
+
 
 def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
     """Add the ``survey`` command to ``shuffledp experiment``."""
@@ -27,11 +29,7 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
         from .survey import SurveyConfig, run_survey
 
         console = Console()
-        if quick == full:
-            console.print("[red]error:[/red] choose exactly one of --quick or --full")
-            raise typer.Exit(2)
-        if out is None:  # --quick never overwrites the committed --full results
-            out = Path("results/survey-quick") if quick else Path("results/survey")
+        out = experiment_outdir("survey", "survey", quick, full, out)  # --quick never overwrites results/survey
         cfg = SurveyConfig.quick(out) if quick else SurveyConfig.full(out)
         cfg.seed = seed
         t0 = time.perf_counter()

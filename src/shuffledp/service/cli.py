@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from ..cli import count, fail, require_extras, writable_dir
+
 __all__ = ["register"]
 
 
@@ -12,7 +14,7 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
     def serve(role: str = typer.Argument(..., help="shuffler or analyzer"),
               db: str = typer.Option(..., "--db", help="SQLAlchemy URL: sqlite:///path.db or postgresql://..."),
               host: str = typer.Option("127.0.0.1", help="bind address"),
-              port: int = typer.Option(8080, help="port (0 = ephemeral)"),
+              port: int = typer.Option(8080, parser=count(0, 65535), help="port in [0, 65535] (0 = ephemeral)"),
               port_file: str = typer.Option(None, help="write the bound port here once listening"),
               tick: float = typer.Option(60.0, help="shuffler: batcher period in seconds"),
               close_delay: float = typer.Option(300.0, help="shuffler: seconds after a window ends before it closes"),
@@ -21,10 +23,22 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
                                                                  "(deletes data older than the task's retention_days)"),
               ) -> None:
         """Run the shuffler or the analyzer service (secrets from SHUFFLEDP_* environment variables)."""
-        from .serve import run
+        import math
+
         if role not in ("shuffler", "analyzer"):
-            raise typer.BadParameter("role must be 'shuffler' or 'analyzer'")
-        run(role, db, host, port, port_file, tick, close_delay, forward_timeout, retention_every)
+            fail(f"ROLE must be 'shuffler' or 'analyzer', got {role!r}")
+        for name, value, low in (("--tick", tick, 0.0), ("--forward-timeout", forward_timeout, 0.0),
+                                 ("--retention-every", retention_every, 0.0)):
+            if not (math.isfinite(value) and value > low):
+                fail(f"{name} must be a finite number of seconds > 0, got {value:g}")
+        if not (math.isfinite(close_delay) and close_delay >= 0):
+            fail(f"--close-delay must be a finite number of seconds >= 0, got {close_delay:g}")
+        require_extras(f"serve {role}", "service")
+        from .serve import StartupError, run
+        try:  # run() checks --port and --db (URL, scheme, connection) before it builds the app
+            run(role, db, host, port, port_file, tick, close_delay, forward_timeout, retention_every)
+        except StartupError as e:
+            fail(str(e))
 
     shuffler_app = typer.Typer(no_args_is_help=True, help="Shuffler operator commands (run against its database).")
     app.add_typer(shuffler_app, name="shuffler")
@@ -119,8 +133,8 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
             raise typer.Exit(2) from None
 
     @app.command(name="demo")  # explicit name: shuffledp.cli checks it to skip its fallback demo
-    def demo(n: int = typer.Option(100_000, help="simulated clients"),
-             d: int = typer.Option(16, help="domain size"),
+    def demo(n: int = typer.Option(100_000, parser=count(1), help="simulated clients (1e5 works)"),
+             d: int = typer.Option(16, parser=count(2), help="domain size"),
              epsilon: float = typer.Option(2.0, "--epsilon", "--eps", help="local eps0 of each report"),
              mechanism: str = typer.Option("grr", help="frequency oracle (registry name)"),
              eps_central: float = typer.Option(1.0, help="target central eps of a released batch"),
@@ -131,7 +145,15 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
         from rich.console import Console
         from rich.table import Table
 
-        from .demo import run_demo
+        from ..core.errors import ValidationError
+
+        require_extras("demo", "service", "plots")
+        from .demo import check_demo_arguments, run_demo
+        try:  # everything is checked before any service starts
+            check_demo_arguments(n, d, epsilon, mechanism, eps_central, delta)
+        except ValidationError as e:
+            fail(str(e))
+        writable_dir(out, "--out")
 
         con = Console()
         res = run_demo(n=n, d=d, epsilon=epsilon, mechanism=mechanism, eps_central=eps_central, delta=delta,

@@ -16,13 +16,64 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 
-from .client import ShuffleDPClient, encode_reports, fetch_task, seal_many, upload
-from .harness import Deployment
+from ..core.errors import ValidationError
 
-__all__ = ["run_demo", "in_process_estimate"]
+__all__ = ["run_demo", "in_process_estimate", "demo_task_spec", "check_demo_arguments"]
+
+#: Demo clients that run the full :class:`ShuffleDPClient` (outbox, ledger, memoization).
+SDK_CLIENTS = 50
+
+#: Task parameters as the ``shuffledp demo`` options name them (for one-line errors).
+_CLI_NAMES = {"mechanism": "--mechanism", "mechanism.name": "--mechanism", "mechanism.epsilon": "--epsilon",
+              "mechanism.params.d": "--d", "target_central.eps": "--eps-central",
+              "target_central.delta": "--delta"}
+
+
+def demo_task_spec(d: int, epsilon: float, mechanism: str, eps_central: float, delta: float) -> dict[str, Any]:
+    """The task the demo creates on the analyzer: one batch window holding the whole population."""
+    return {"name": "demo", "mechanism": {"kind": "frequency", "name": mechanism, "epsilon": epsilon,
+                                          "params": {"d": d}},
+            "target_central": {"eps": eps_central, "delta": delta}, "time_precision": 3600, "batch_window": 86400,
+            "client_policy": {"max_reports_per_window": 1, "max_reports_per_day": 1, "memoize": True}}
+
+
+def check_demo_arguments(n: int, d: int, epsilon: float, mechanism: str, eps_central: float,
+                         delta: float, sdk_clients: int = SDK_CLIENTS) -> int:
+    """Validate the demo's parameters without starting anything; return the task's minimum batch size.
+
+    Runs the analyzer's own task validation (:func:`~shuffledp.service.config.create_task_config`)
+    in process, so a parameter the analyzer would refuse is refused here, and requires ``n`` to
+    reach the minimum batch size (the demo releases the whole population as one batch; a smaller
+    batch would carry no amplified guarantee and the demo would wait for it in vain). Raises
+    :class:`ValidationError` whose message starts with the ``shuffledp demo`` option it concerns.
+    """
+    from ..core.validation import check_delta, check_epsilon, check_positive_int
+    from .config import create_task_config
+
+    check_positive_int(n, "--n")
+    check_positive_int(d, "--d", minimum=2)
+    check_epsilon(epsilon, "--epsilon")
+    check_epsilon(eps_central, "--eps-central")
+    check_delta(delta, "--delta")
+    try:
+        cfg = create_task_config(**demo_task_spec(d, epsilon, mechanism, eps_central, delta))
+    except ValidationError as e:
+        msg, param = str(e), e.parameter or ""
+        opt = _CLI_NAMES.get(param)
+        if opt is not None and msg.startswith(param):
+            msg = opt + msg[len(param):]
+        elif param.startswith("mechanism") or param in ("name", "d", "epsilon"):
+            msg = f"--mechanism: {msg}"
+        else:
+            msg = f"--eps-central/--delta: {msg}"
+        raise ValidationError(msg, parameter=opt or param) from None
+    if n < max(cfg.min_batch_size, sdk_clients):
+        raise ValidationError(f"--n must be >= {max(cfg.min_batch_size, sdk_clients):,} (the minimum batch size "
+                              f"for eps0={epsilon:g}, target eps_c={eps_central:g}, delta={delta:g}; the demo "
+                              f"releases all n reports as one batch), got {n:,}", parameter="--n")
+    return cfg.min_batch_size
 
 
 def in_process_estimate(cfg, plaintexts: np.ndarray):
@@ -33,7 +84,7 @@ def in_process_estimate(cfg, plaintexts: np.ndarray):
 
 
 def run_demo(n: int = 100_000, d: int = 16, epsilon: float = 2.0, mechanism: str = "grr", eps_central: float = 1.0,
-             delta: float = 1e-8, zipf: float = 1.1, sdk_clients: int = 50, out_dir: str | Path = "out/demo",
+             delta: float = 1e-8, zipf: float = 1.1, sdk_clients: int = SDK_CLIENTS, out_dir: str | Path = "out/demo",
              upload_batch: int = 5000, data_seed: int = 1, progress=None, forward_timeout: float = 600.0,
              aggregate_deadline: float = 1800.0) -> dict[str, Any]:
     """Run the demo; returns a dict with truth, estimates, privacy statement, timings, report path.
@@ -43,6 +94,12 @@ def run_demo(n: int = 100_000, d: int = 16, epsilon: float = 2.0, mechanism: str
     times out, the shuffler's batcher re-forwards it (idempotently), and the demo waits until the
     analyzer has aggregated all ``n`` reports, for at most ``aggregate_deadline`` seconds.
     """
+    import httpx
+
+    from .client import ShuffleDPClient, encode_reports, fetch_task, seal_many, upload
+    from .harness import Deployment
+
+    check_demo_arguments(n, d, epsilon, mechanism, eps_central, delta, sdk_clients)
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
     say = progress or (lambda msg: None)
@@ -54,11 +111,7 @@ def run_demo(n: int = 100_000, d: int = 16, epsilon: float = 2.0, mechanism: str
     with tempfile.TemporaryDirectory(prefix="shuffledp-demo-") as tmp, \
             Deployment(Path(tmp), forward_timeout=forward_timeout) as dep:
         say(f"services up: analyzer {dep.analyzer.url}, shuffler {dep.shuffler.url} (SQLite in {tmp})")
-        created = dep.create_task({
-            "name": "demo", "mechanism": {"kind": "frequency", "name": mechanism, "epsilon": epsilon,
-                                          "params": {"d": d}},
-            "target_central": {"eps": eps_central, "delta": delta}, "time_precision": 3600, "batch_window": 86400,
-            "client_policy": {"max_reports_per_window": 1, "max_reports_per_day": 1, "memoize": True}})
+        created = dep.create_task(demo_task_spec(d, epsilon, mechanism, eps_central, delta))
         task_id = bytes.fromhex(created["task_id"])
         say(f"task {created['task_id'][:16]}…: min batch size {created['config']['min_batch_size']} "
             f"(from target central eps={eps_central}, delta={delta:g})")

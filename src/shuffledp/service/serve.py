@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["build_app", "run", "main", "KEEP_ALIVE", "MAX_HEAD_BYTES", "LIMIT_CONCURRENCY", "HEAD_TIMEOUT",
+__all__ = ["build_app", "run", "main", "StartupError", "check_database", "check_port", "KEEP_ALIVE", "MAX_HEAD_BYTES", "LIMIT_CONCURRENCY", "HEAD_TIMEOUT",
            "head_timeout_protocol"]
 
 #: seconds an idle keep-alive connection is kept open
@@ -88,6 +88,58 @@ def head_timeout_protocol(head_timeout: float) -> type:
     return HeadTimeoutH11Protocol
 
 
+class StartupError(ValueError):
+    """A service cannot start with these arguments; the message is one line naming the argument."""
+
+
+def check_port(port: int) -> int:
+    """``port`` as a TCP port number in [0, 65535] (0: an ephemeral port); StartupError otherwise."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise StartupError(f"--port must be an integer in [0, 65535] (0 = ephemeral), got {port!r}")
+    return port
+
+
+def check_database(db: str) -> None:
+    """Refuse a ``--db`` the services cannot use, before anything starts (StartupError, one line).
+
+    The URL must parse, name SQLite (``sqlite:///PATH``) or PostgreSQL (``postgresql://...``), and
+    a connection must open (a SQLite file is created if its folder exists, as the service would).
+    """
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+    from .storage import make_engine
+
+    shape = "sqlite:///PATH or postgresql://USER@HOST/DB"
+    try:
+        url = make_url(db)
+    except ArgumentError:
+        raise StartupError(f"--db must be a database URL, {shape}; got {db!r}") from None
+    backend = url.get_backend_name()
+    if backend not in ("sqlite", "postgresql") or (backend == "postgresql" and url.drivername not in (
+            "postgresql", "postgresql+psycopg")):
+        raise StartupError(f"--db must be a database URL, {shape}; got the unsupported scheme {url.drivername!r}")
+    if backend == "sqlite" and url.database in (None, "", ":memory:"):
+        raise StartupError(f"--db must name a SQLite file ({shape}); an in-memory database would lose every "
+                           f"report at exit, got {db!r}")
+    try:
+        eng = make_engine(db)
+    except ArgumentError as e:
+        raise StartupError(f"--db: {e}") from None
+    except ModuleNotFoundError as e:
+        raise StartupError(f"--db {url.drivername}:// needs the optional dependency {e.name}: "
+                           f"pip install 'shuffledp[service]'") from None
+    try:
+        with eng.connect():
+            pass
+    except SQLAlchemyError as e:
+        why = str(getattr(e, "orig", None) or e).strip().splitlines()
+        raise StartupError(f"--db: cannot open the database {url.render_as_string(hide_password=True)!r} "
+                           f"({why[0] if why else type(e).__name__})") from None
+    finally:
+        eng.dispose()
+
+
 def _secret(name: str) -> str:
     v = os.environ.get(name)
     if not v:
@@ -123,6 +175,8 @@ def run(role: str, db: str, host: str = "127.0.0.1", port: int = 0, port_file: s
     import uvicorn
 
     from .http_common import logging_config
+    check_port(port)
+    check_database(db)
     logging.config.dictConfig(logging_config("WARNING"))
     if min_time_precision is None and os.environ.get("SHUFFLEDP_MIN_TIME_PRECISION"):
         min_time_precision = int(os.environ["SHUFFLEDP_MIN_TIME_PRECISION"])
@@ -138,7 +192,11 @@ def run(role: str, db: str, host: str = "127.0.0.1", port: int = 0, port_file: s
             min_time_precision)
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise StartupError(f"--host/--port: cannot listen on {host}:{port} ({e.strerror or e})") from None
     sock.listen(2048)
     bound = sock.getsockname()[1]
     cfg = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False, proxy_headers=False,
@@ -185,6 +243,18 @@ def main(argv: list[str] | None = None) -> None:
                    help="analyzer: floor on a new task's time_precision in s (default 60; lower values are for "
                         "tests only; also SHUFFLEDP_MIN_TIME_PRECISION)")
     a = p.parse_args(argv)
+    try:
+        check_port(a.port)
+    except StartupError as e:
+        p.error(str(e))
+    try:
+        _run_from_args(a)
+    except StartupError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _run_from_args(a: argparse.Namespace) -> None:
     run(a.role, a.db, a.host, a.port, a.port_file, a.tick, a.close_delay, a.forward_timeout, a.retention_every,
         body_timeout=a.body_timeout, body_min_rate=a.body_min_rate, limit_concurrency=a.limit_concurrency,
         keep_alive=a.keep_alive, min_time_precision=a.min_time_precision, head_timeout=a.head_timeout)
