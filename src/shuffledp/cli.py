@@ -244,7 +244,10 @@ def _simulate(mechanism: str, epsilon: float, d: int, n: int, zipf: float, top: 
     d = check_domain_size(d)
     zipf = check_real(zipf, "zipf")
     check_positive_int(seed, "seed", minimum=0)
-    mech = frequency_oracle(mechanism, epsilon, d)
+    # the sketches draw their hash family per construction unless given one: a simulation takes it
+    # from --seed so the same command gives the same numbers
+    family = {"hash_seed": seed} if mechanism in ("cms", "hcms") else {}
+    mech = frequency_oracle(mechanism, epsilon, d, **family)
     rng = np.random.default_rng(seed)
     x = zipf_dataset(n, d, zipf, rng)
     true = np.bincount(x, minlength=d) / n

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import typer
 
+from ..cli import count
+
 PROBLEMS = ("counting", "histogram", "sum")
 
 
@@ -76,12 +78,12 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
         problem: str = typer.Argument(..., help="counting (bits), histogram (ints in [0, d)) or sum (reals in [0, 1])"),
         epsilon: float = typer.Option(1.0, "--epsilon", "--eps", help="central target eps_c"),
         delta: float = typer.Option(1e-6, help="central target delta"),
-        n: int = typer.Option(1_000_000, help="number of users"),
-        d: int = typer.Option(100, help="domain size (histograms)"),
+        n: int = typer.Option(1_000_000, parser=count(1), help="number of users (1e6 is accepted)"),
+        d: int = typer.Option(100, parser=count(1), help="domain size (histograms)"),
         q: float = typer.Option(0.5, help="fraction of ones (counting data)"),
         methods: str = typer.Option("", help="comma-separated registry names (default: the problem's protocols "
                                              "and its LDP/CDP baselines)"),
-        reps: int = typer.Option(50, help="RMSE repetitions per method"),
+        reps: int = typer.Option(50, parser=count(1), help="RMSE repetitions per method"),
         seed: int = typer.Option(1, help="simulation seed"),
     ) -> None:
         """Compare shuffle protocols with the LDP and CDP baselines at one central (eps, delta) and n."""
