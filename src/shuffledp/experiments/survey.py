@@ -15,8 +15,9 @@ registry (:func:`shuffledp.shuffle.protocol`) can build, at the same central tar
   the reason.
 * **Analyzer time** is measured on a real encoded and shuffled batch of at most
   ``timing_max_messages`` messages (the first ``m`` users of the data set; shufflers' fake
-  messages at their full size, delivered by :func:`shuffledp.pipeline.deliver`). When ``m < n`` it is extrapolated with a fixed + per-message
-  model fitted on the batch and on its first quarter (best of ``timing_repeats`` each):
+  messages at their full size, delivered by :func:`shuffledp.pipeline.deliver`). When
+  ``m < n`` it is extrapolated with a fixed + per-message model fitted on the batch and on its
+  first quarter (best of ``timing_repeats`` each):
   ``t(n) = fixed + per_message * messages(n) + t_estimate``. Aggregation is a pass over the
   messages plus per-item work (a curator's noise for d items, a debiasing over d), which the
   fixed term absorbs. The batch size is in the CSV (``timing_messages``), the fit in
