@@ -9,6 +9,7 @@ protocols built with :func:`shuffledp.shuffle.protocol`::
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -16,10 +17,10 @@ import numpy as np
 from .core.errors import ValidationError
 from .core.estimate import Estimate
 from .core.rng import as_generator
-from .shuffle.base import Protocol
+from .shuffle.base import Messages, Protocol
 from .shuffle.shuffler import run_shufflers
 
-__all__ = ["run", "simulate"]
+__all__ = ["run", "simulate", "simulations", "deliver"]
 
 
 def run(protocol: Protocol, values: Any, rng: np.random.Generator | int | None = None, *,
@@ -40,26 +41,58 @@ def run(protocol: Protocol, values: Any, rng: np.random.Generator | int | None =
     gen = as_generator(rng, production=production)
     n = _n_users(values)
     _check_batch_size(protocol, n)
-    messages = protocol.encode(values, gen)
-    if protocol.model == "shuffle":
-        messages = (run_shufflers(protocol, messages, production=True) if production
-                    else run_shufflers(protocol, messages, gen))
+    messages = deliver(protocol, protocol.encode(values, gen), None if production else gen,
+                       production=production)
     return _check_release(protocol, protocol.analyze(messages, n))
+
+
+def deliver(protocol: Protocol, messages: Messages, rng: np.random.Generator | int | None = None, *,
+            production: bool = False) -> Messages:
+    """The batch the analyzer receives when the users send ``messages``.
+
+    Shuffle model: every shuffler's fake messages are added and each shuffler's batch is permuted
+    uniformly (:func:`~shuffledp.shuffle.run_shufflers`; with ``production=True`` the permutation
+    comes from the OS CSPRNG and a seed is refused). Local and central models: the messages as
+    sent (reports analysed one by one, or the raw values the trusted curator holds).
+
+    No batch-size check: this is the transport step of :func:`run`, also used on a sub-batch to
+    measure the analyzer's cost.
+    """
+    if protocol.model != "shuffle":
+        return messages
+    return run_shufflers(protocol, messages, rng, production=production)
 
 
 def simulate(protocol: Protocol, values: Any, rng: np.random.Generator | int | None = None) -> Estimate:
     """Like :func:`run`, but sample the aggregate statistic exactly when the protocol can.
 
     Same output distribution as :func:`run`; cost independent of n where
-    ``protocol.has_exact_simulation``.
+    ``protocol.has_exact_simulation``. Equal to the first release of :func:`simulations`.
+    """
+    return next(simulations(protocol, values, rng))
+
+
+def simulations(protocol: Protocol, values: Any,
+                rng: np.random.Generator | int | None = None) -> Iterator[Estimate]:
+    """Independent releases of ``protocol`` on the same ``values``, without end.
+
+    Each release has the distribution of :func:`run`'s: where ``protocol.has_exact_simulation``
+    it is ``estimate(simulate_statistic(summarize(values)))``, the input summary computed once for
+    all releases (each release then costs O(statistic), independent of n); otherwise every
+    release is a full :func:`run` (encode, shuffle, analyze). The same checks as :func:`run`
+    apply: the batch must have the ``n`` users the protocol was calibrated for, and every
+    shuffle-model release must meet the target. Take as many as needed, e.g. with
+    :func:`itertools.islice`; randomness is drawn from ``rng`` only as releases are taken.
     """
     gen = as_generator(rng)
     if not protocol.has_exact_simulation:
-        return run(protocol, values, gen)
+        while True:
+            yield run(protocol, values, gen)
     n = _n_users(values)
     _check_batch_size(protocol, n)
-    stat = protocol.simulate_statistic(protocol.summarize(values), gen)
-    return _check_release(protocol, protocol.estimate(stat, n))
+    data = protocol.summarize(values)
+    while True:
+        yield _check_release(protocol, protocol.estimate(protocol.simulate_statistic(data, gen), n))
 
 
 def _check_batch_size(protocol: Protocol, n_users: int) -> None:

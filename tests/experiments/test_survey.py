@@ -33,10 +33,14 @@ class _ToyBase(Protocol):
     input_kind = "bit"
     scale = 1.0
 
-    def __init__(self, epsilon: float, delta: float, n: int, *, ones_fraction: float = 0.5) -> None:
+    def __init__(self, epsilon: float, delta: float, n: int, *, ones_fraction: float = 0.5,
+                 **real_params: object) -> None:
+        """``real_params``: parameters the survey passes to the real protocol the toy stands in for
+        (e.g. Cnt_RR's ``calibration``); recorded, not used."""
         super().__init__(epsilon, delta, n)
         self.flip = min(0.9, self.scale / (1.0 + 20.0 * epsilon))
         self.ones_fraction = ones_fraction
+        self.real_params = real_params
 
     def encode(self, values, rng):
         x = np.asarray(values).astype(np.int8)
@@ -55,7 +59,7 @@ class _ToyBase(Protocol):
         f = self.flip
         return n * (f / 2) * (1 - f / 2) / (1 - f) ** 2
 
-    def privacy(self, n=None):
+    def _privacy(self, n):
         return PrivacyStatement(self.epsilon, self.delta, "shuffle")
 
     @property
@@ -144,7 +148,7 @@ def tiny_config(out: Path) -> SurveyConfig:
 # ------------------------------------------------------------------------------------ e2e
 def test_tiny_survey_end_to_end(tmp_path):
     cfg = tiny_config(tmp_path / "survey")
-    report = run_survey(cfg, factory=factory, classes=CLASSES, progress_bar=False)
+    report = run_survey(cfg, factory=factory, progress_bar=False)
     assert report == cfg.outdir / "index.html"
     for fig in ("fig07a", "fig08", "fig09"):
         assert (cfg.outdir / f"{fig}.csv").stat().st_size > 0
@@ -189,7 +193,7 @@ def test_tiny_survey_end_to_end(tmp_path):
 def test_verdicts_from_csv_equal_verdicts_from_rows(tmp_path):
     cfg = tiny_config(tmp_path / "s")
     cfg.figures = cfg.figures[:1]
-    run_survey(cfg, factory=factory, classes=CLASSES, progress_bar=False)
+    run_survey(cfg, factory=factory, progress_bar=False)
     rows = read_csv(cfg.outdir / "fig07a.csv")
     again = {v.claim_id: v.status for v in sc.evaluate_claims({"fig07a": rows})}
     with open(cfg.outdir / "claims.csv", newline="", encoding="utf-8") as fh:
@@ -198,14 +202,59 @@ def test_verdicts_from_csv_equal_verdicts_from_rows(tmp_path):
 
 
 # ------------------------------------------------------------------------------- skipping
-def test_build_protocol_skips_unknown_and_drops_unknown_params():
+def test_build_protocol_skips_unknown_names_and_parameters():
     with pytest.raises(SkipPoint, match="not available"):
         build_protocol("no_such_protocol", 0.5, 1e-6, 1000, {})
-    proto, dropped = build_protocol("cnt_rr", 0.5, 1e-6, 1000, {"ones_fraction": 0.3, "d": 7},
-                                    factory=factory, cls=ToyRR)
-    assert dropped == ["d"] and proto.ones_fraction == 0.3
+    proto = build_protocol("cnt_rr", 0.5, 1e-6, 1000, {"ones_fraction": 0.3}, factory=factory)
+    assert proto.ones_fraction == 0.3
     with pytest.raises(SkipPoint, match="refuses"):
-        build_protocol("cnt_bn", 0.1, 1e-6, 1000, {}, factory=factory, cls=ToyRefuses)
+        build_protocol("cnt_bn", 0.1, 1e-6, 1000, {}, factory=factory)
+    # a parameter the registry's protocol does not take is named, never silently dropped
+    with pytest.raises(SkipPoint, match="takes no parameter 'd'"):
+        build_protocol("cnt_rr", 0.5, 1e-6, 1000, {"d": 7})
+
+
+def test_survey_params_are_parameters_each_protocol_takes():
+    from shuffledp.shuffle.registry import protocol_parameters
+
+    for cfg in (SurveyConfig.quick(Path("q")), SurveyConfig.full(Path("f"))):
+        for fig in cfg.figures:
+            for name in [*cfg.methods[fig.problem], *fig.extra, *cfg.baselines[fig.problem]]:
+                alts = [{}] + cfg.fallback_params.get(name, [])
+                for alt in alts:
+                    params = {**cfg.params_for(name, fig.problem, cfg.base_d, cfg.base_n, cfg.base_q), **alt}
+                    assert set(params) <= set(protocol_parameters(name)), (name, params)
+
+
+def test_rmse_comes_from_the_pipeline(monkeypatch, rng):
+    """Both RMSE paths (exact simulation and full runs) take their releases from the pipeline."""
+    import shuffledp.experiments.survey as survey_mod
+    from shuffledp import pipeline
+
+    assert not hasattr(survey_mod, "_rmse_exact") and not hasattr(survey_mod, "_rmse_pipeline")
+    assert not hasattr(survey_mod, "_memoize_privacy")
+    calls = {"simulations": 0, "run": 0}
+    real_sims, real_run = pipeline.simulations, pipeline.run
+
+    def sims(*a, **k):
+        calls["simulations"] += 1
+        return real_sims(*a, **k)
+
+    def run(*a, **k):
+        calls["run"] += 1
+        return real_run(*a, **k)
+
+    monkeypatch.setattr(pipeline, "simulations", sims)
+    monkeypatch.setattr(pipeline, "run", run)
+    cfg = SurveyConfig(reps=7, min_reps=7, pipeline_reps=3, timing_max_messages=500, timing_repeats=1)
+    x = make_data("counting", 1000, rng)
+    truth = true_total("counting", x, 0)
+    row = measure_point("cnt_rr", "counting", 0.5, 1000, x, truth, cfg, rng, factory=factory)
+    assert row["rmse_how"] == "exact statistic simulation" and row["reps"] == 7
+    assert calls == {"simulations": 1, "run": 0}
+    row = measure_point("cnt_2m", "counting", 0.5, 1000, x, truth, cfg, rng, factory=factory)
+    assert row["rmse_how"] == "full pipeline runs" and row["reps"] == 3
+    assert calls == {"simulations": 2, "run": 3}
 
 
 def test_measure_point_never_raises_on_protocol_failure(rng):
@@ -216,7 +265,7 @@ def test_measure_point_never_raises_on_protocol_failure(rng):
     cfg = SurveyConfig(reps=5, min_reps=5, timing_max_messages=1000, timing_repeats=1)
     x = make_data("counting", 1000, rng)
     row = measure_point("broken", "counting", 0.5, 1000, x, true_total("counting", x, 0), cfg, rng,
-                        factory=lambda name, **kw: Broken(**kw), cls=Broken)
+                        factory=lambda name, **kw: Broken(**kw))
     assert row["status"] == "partial" and "RMSE failed: RuntimeError: boom" in row["reason"]
     assert row["analyzer_s"] > 0
 
@@ -343,7 +392,7 @@ def test_fallback_parameters_when_default_refuses(rng):
     cfg.fallback_params = {"strict": [{"mode": "bogus_that_refuses"}, {"mode": "loose"}]}
     x = make_data("counting", 1000, rng)
     kw = dict(factory=lambda name, **k: (Strict(**k) if k.get("mode") != "bogus_that_refuses"
-                                         else ToyRefuses(0.1, 1e-6, 1000)), cls=Strict)
+                                         else ToyRefuses(0.1, 1e-6, 1000)))
     row = measure_point("strict", "counting", 0.2, 1000, x, true_total("counting", x, 0), cfg, rng, **kw)
     assert row["status"] == "ok" and "mode=loose" in row["params"]
     assert "built with mode=loose because the default refused: refuses eps_c=0.2" in row["reason"]
@@ -384,7 +433,7 @@ def test_analyzer_time_fit_separates_fixed_and_per_message_cost(rng, monkeypatch
     cfg = SurveyConfig(reps=3, min_reps=3, timing_max_messages=8000, timing_repeats=2)
     x = make_data("counting", 100_000, rng)
     row = measure_point("slow", "counting", 0.5, 100_000, x, true_total("counting", x, 0), cfg, rng,
-                        factory=lambda name, **kw: Slow(**kw), cls=Slow)
+                        factory=lambda name, **kw: Slow(**kw))
     # truth: 0.05 + 5e-6 * 1e5 = 0.55 s; scaling the whole batch time linearly would give 1.125 s
     assert row["analyzer_s"] == pytest.approx(0.55, rel=1e-9), row["analyzer_how"]
     assert "fixed 0.05 s + 5e+03 ns/message" in row["analyzer_how"]

@@ -6,15 +6,18 @@ communication (messages and bits per user). We recompute all three for whatever 
 registry (:func:`shuffledp.shuffle.protocol`) can build, at the same central target
 ``(eps_c, delta = 1e-6)``:
 
-* **RMSE** comes from ``protocol.simulate_statistic`` (an exact sample of the analyzer's
-  statistic, cost independent of n) followed by the protocol's own ``estimate``, repeated
-  ``reps`` times. Protocols without an exact simulation run the full pipeline (encode ->
-  shuffle -> analyze) instead, but only when the whole run stays under
-  ``pipeline_max_messages``; otherwise the RMSE is skipped, with the reason.
+* **RMSE** comes from :func:`shuffledp.pipeline.simulations`, the releases of the one
+  encode -> shuffle -> analyze path: an exact sample of the analyzer's statistic
+  (``protocol.simulate_statistic``, cost independent of n) followed by the protocol's own
+  ``estimate``, repeated up to ``reps`` times. Protocols without an exact simulation make each
+  release a full :func:`shuffledp.pipeline.run` instead (``pipeline_reps`` of them), but only
+  when the whole run stays under ``pipeline_max_messages``; otherwise the RMSE is skipped, with
+  the reason.
 * **Analyzer time** is measured on a real encoded and shuffled batch of at most
   ``timing_max_messages`` messages (the first ``m`` users of the data set; shufflers' fake
-  messages at their full size). When ``m < n`` it is extrapolated with a fixed + per-message
-  model fitted on the batch and on its first quarter (best of ``timing_repeats`` each):
+  messages at their full size, delivered by :func:`shuffledp.pipeline.deliver`). When
+  ``m < n`` it is extrapolated with a fixed + per-message model fitted on the batch and on its
+  first quarter (best of ``timing_repeats`` each):
   ``t(n) = fixed + per_message * messages(n) + t_estimate``. Aggregation is a pass over the
   messages plus per-item work (a curator's noise for d items, a debiasing over d), which the
   fixed term absorbs. The batch size is in the CSV (``timing_messages``), the fit in
@@ -36,7 +39,7 @@ from __future__ import annotations
 
 import csv
 import html
-import inspect
+import itertools
 import json
 import math
 import time
@@ -47,9 +50,9 @@ from typing import Any
 
 import numpy as np
 
+from .. import pipeline
 from ..core.errors import ShuffleDPError
 from ..shuffle.base import Protocol, n_messages, take_messages
-from ..shuffle.shuffler import run_shufflers
 
 __all__ = ["FigureSpec", "SurveyConfig", "SkipPoint", "run_survey", "measure_point", "make_data",
            "true_total", "build_protocol", "METHODS", "BASELINES", "LABELS", "ROW_FIELDS"]
@@ -179,7 +182,7 @@ class SurveyConfig:
                                     [10**4, 10**5, 10**6], [10**4, 10**5, 10**6, 10**7]))
 
     def params_for(self, name: str, problem: str, d: int, n: int, q: float) -> dict[str, Any]:
-        """Keyword arguments offered to a method's constructor (unknown ones are dropped)."""
+        """Keyword arguments for a method's constructor (each one a parameter that method takes)."""
         p: dict[str, Any] = {}
         if problem == "histogram":
             p.update(d=d)
@@ -243,53 +246,28 @@ def _default_factory(name: str, **kw: Any) -> Protocol:
 
 
 def build_protocol(name: str, epsilon: float, delta: float, n: int, params: dict[str, Any],
-                   factory: Factory | None = None, cls: type | None = None) -> tuple[Protocol, list[str]]:
-    """Build ``name`` at the central target, offering only the ``params`` its constructor takes.
+                   factory: Factory | None = None) -> Protocol:
+    """Build ``name`` at the central target with the keyword parameters ``params``.
 
-    Returns the protocol and the names of dropped parameters. Raises :class:`SkipPoint` with a
-    reason when the protocol is not implemented or refuses the target (e.g. out of its domain).
+    Raises :class:`SkipPoint` with a reason when the protocol is not implemented, does not take
+    one of ``params`` (the registry names it), or refuses the target (e.g. out of its domain).
     """
     factory = factory or _default_factory
-    if cls is None and factory is _default_factory:
+    if factory is _default_factory:
         from ..shuffle.registry import protocol_class
 
         try:
-            cls = protocol_class(name)
+            protocol_class(name)
         except ShuffleDPError as e:
             raise SkipPoint(f"not available: {e}") from e
         except ImportError as e:
             raise SkipPoint(f"not importable: {e}") from e
-    kept, dropped = dict(params), []
-    if cls is not None:
-        sig = inspect.signature(cls.__init__)
-        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values()):
-            kept = {k: v for k, v in params.items() if k in sig.parameters}
-            dropped = sorted(set(params) - set(kept))
     try:
-        proto = factory(name, epsilon=epsilon, delta=delta, n=n, **kept)
+        return factory(name, epsilon=epsilon, delta=delta, n=n, **params)
     except ShuffleDPError as e:
         raise SkipPoint(f"refuses eps_c={epsilon:g}, n={n:g}: {e}") from e
     except (ValueError, NotImplementedError) as e:
         raise SkipPoint(f"cannot be built at eps_c={epsilon:g}, n={n:g}: {e}") from e
-    _memoize_privacy(proto)
-    return proto, dropped
-
-
-def _memoize_privacy(proto: Protocol) -> None:
-    """Cache ``privacy(n)`` on this instance: it is deterministic in n and some estimators call it
-    on every ``estimate`` (an accountant computation), which would dominate the RMSE loop."""
-    orig = proto.privacy
-    cache: dict[Any, Any] = {}
-
-    def privacy(n: int | None = None):  # type: ignore[no-untyped-def]
-        if n not in cache:
-            cache[n] = orig(n)
-        return cache[n]
-
-    try:
-        proto.privacy = privacy  # type: ignore[method-assign]
-    except AttributeError:  # slotted or frozen: leave it
-        pass
 
 
 # ------------------------------------------------------------------------------------ measuring
@@ -304,18 +282,23 @@ def _safe(fn: Callable[[], Any], default: Any = float("nan")) -> Any:
         return default
 
 
-def _rmse_exact(proto: Protocol, values: np.ndarray, truth: np.ndarray, n: int, cfg: SurveyConfig,
-                rng: np.random.Generator) -> tuple[float, float, int]:
-    data = proto.summarize(values)
+def _rmse(proto: Protocol, values: np.ndarray, truth: np.ndarray, cfg: SurveyConfig,
+          rng: np.random.Generator) -> tuple[float, float, int, str]:
+    """RMSE of the releases of :func:`shuffledp.pipeline.simulations` (and its s.e., reps, how).
+
+    Exact statistic simulation: up to ``cfg.reps`` releases, fewer once ``cfg.point_budget_s`` is
+    spent and the estimate is precise enough. Otherwise every release is a full pipeline run:
+    ``cfg.pipeline_reps`` of them.
+    """
+    exact = proto.has_exact_simulation
+    reps = cfg.reps if exact else cfg.pipeline_reps
     sq = []
     t0 = time.perf_counter()
-    for r in range(cfg.reps):
-        stat = proto.simulate_statistic(data, rng)
-        est = proto.estimate(stat, n)
+    for est in itertools.islice(pipeline.simulations(proto, values, rng), reps):
         sq.append(float(np.mean((np.asarray(est.values, dtype=np.float64) - truth) ** 2)))
-        if time.perf_counter() - t0 > cfg.point_budget_s and _precise_enough(sq, cfg):
+        if exact and time.perf_counter() - t0 > cfg.point_budget_s and _precise_enough(sq, cfg):
             break
-    return _rmse_from(sq)
+    return (*_rmse_from(sq), "exact statistic simulation" if exact else "full pipeline runs")
 
 
 def _precise_enough(sq: list[float], cfg: SurveyConfig) -> bool:
@@ -329,18 +312,6 @@ def _precise_enough(sq: list[float], cfg: SurveyConfig) -> bool:
     _, se, _ = _rmse_from(sq)
     rmse = math.sqrt(float(np.mean(sq)))
     return rmse > 0 and se / rmse <= cfg.target_rel_se
-
-
-def _rmse_pipeline(proto: Protocol, values: np.ndarray, truth: np.ndarray, n: int, reps: int,
-                   rng: np.random.Generator) -> tuple[float, float, int]:
-    sq = []
-    for _ in range(reps):
-        msgs = proto.encode(values, rng)
-        if proto.model == "shuffle":
-            msgs = run_shufflers(proto, msgs, rng)
-        est = proto.analyze(msgs, n)
-        sq.append(float(np.mean((np.asarray(est.values, dtype=np.float64) - truth) ** 2)))
-    return _rmse_from(sq)
 
 
 def _rmse_from(sq: list[float]) -> tuple[float, float, int]:
@@ -389,7 +360,7 @@ def _timing(proto: Protocol, values: np.ndarray, n: int, cfg: SurveyConfig,
     sub = values[:m]
     msgs = proto.encode(sub, rng)
     user_msgs = n_messages(msgs)
-    batch = run_shufflers(proto, msgs, rng) if proto.model == "shuffle" else msgs
+    batch = pipeline.deliver(proto, msgs, rng)
     n_batch = n_messages(batch)
     fakes = n_batch - user_msgs
     t_full, stat = _best_time(proto, batch, cfg.timing_repeats)
@@ -416,7 +387,7 @@ def _timing(proto: Protocol, values: np.ndarray, n: int, cfg: SurveyConfig,
 
 def measure_point(name: str, problem: str, epsilon: float, n: int, values: np.ndarray, truth: np.ndarray,
                   cfg: SurveyConfig, rng: np.random.Generator, *, q: float = float("nan"), d: int = 0,
-                  factory: Factory | None = None, cls: type | None = None) -> dict[str, Any]:
+                  factory: Factory | None = None) -> dict[str, Any]:
     """One row: RMSE, analyzer time and communication of ``name`` at one setting.
 
     Never raises for a protocol's refusal or failure: the row then has ``status`` ``"skipped"``
@@ -432,13 +403,13 @@ def measure_point(name: str, problem: str, epsilon: float, n: int, values: np.nd
     proto = None
     for alt in [{}] + list(cfg.fallback_params.get(name, [])):
         try:
-            proto, dropped = build_protocol(name, epsilon, cfg.delta, n, {**base, **alt}, factory=factory, cls=cls)
+            proto = build_protocol(name, epsilon, cfg.delta, n, {**base, **alt}, factory=factory)
         except SkipPoint as e:
             first_error = first_error or str(e)
             continue
         if alt:
             reasons.append(f"built with {_kw(alt)} because the default refused: {first_error}")
-        row["params"] = _kw({k: v for k, v in {**base, **alt}.items() if k not in dropped})
+        row["params"] = _kw({**base, **alt})
         break
     if proto is None:
         alts = cfg.fallback_params.get(name, [])
@@ -456,17 +427,14 @@ def measure_point(name: str, problem: str, epsilon: float, n: int, values: np.nd
     row["rmse_theory"] = _safe(lambda: math.sqrt(float(proto.variance(n))))
     # RMSE
     try:
-        if proto.has_exact_simulation:
-            rmse, se, reps = _rmse_exact(proto, values, truth, n, cfg, rng)
-            row.update(rmse=rmse, rmse_se=se, reps=reps, rmse_how="exact statistic simulation")
-        else:
+        if not proto.has_exact_simulation:
             per_user = _safe(lambda: float(proto.messages_per_user), 1.0)
             total = per_user * n
             if total > cfg.pipeline_max_messages:
                 raise SkipPoint(f"no exact simulation and a full run needs {total:.3g} messages "
                                 f"(cap {cfg.pipeline_max_messages:.3g})")
-            rmse, se, reps = _rmse_pipeline(proto, values, truth, n, cfg.pipeline_reps, rng)
-            row.update(rmse=rmse, rmse_se=se, reps=reps, rmse_how="full pipeline runs")
+        rmse, se, reps, how = _rmse(proto, values, truth, cfg, rng)
+        row.update(rmse=rmse, rmse_se=se, reps=reps, rmse_how=how)
     except SkipPoint as e:
         reasons.append(f"RMSE skipped: {e}")
     except Exception as e:  # noqa: BLE001 - report a protocol failure instead of aborting the survey
@@ -478,8 +446,6 @@ def measure_point(name: str, problem: str, epsilon: float, n: int, values: np.nd
         reasons.append(f"timing skipped: {e}")
     except Exception as e:  # noqa: BLE001
         reasons.append(f"timing failed: {type(e).__name__}: {e}")
-    if dropped:
-        reasons.append(f"parameters not taken by the constructor: {', '.join(dropped)}")
     measured = [not math.isnan(row["rmse"]), not math.isnan(row["analyzer_s"])]
     if not any(measured):
         row["status"] = "skipped"
@@ -510,7 +476,7 @@ def _figure_methods(fig: FigureSpec, cfg: SurveyConfig) -> list[str]:
 
 
 def run_figure(fig: FigureSpec, cfg: SurveyConfig, *, factory: Factory | None = None,
-               classes: dict[str, type] | None = None, progress: Any = None, task: Any = None) -> list[dict]:
+               progress: Any = None, task: Any = None) -> list[dict]:
     """All rows of one figure (each x value x each method)."""
     rows = []
     methods = _figure_methods(fig, cfg)
@@ -527,8 +493,7 @@ def run_figure(fig: FigureSpec, cfg: SurveyConfig, *, factory: Factory | None = 
             rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, int(fig.fig_id[3:5]),
                                                                 ord(fig.fig_id[-1]), xi, mi, 1]))
             row = measure_point(name, fig.problem, eps, n, values, truth, cfg, rng, q=q,
-                                d=d if fig.problem == "histogram" else 0, factory=factory,
-                                cls=(classes or {}).get(name))
+                                d=d if fig.problem == "histogram" else 0, factory=factory)
             row.update(figure=fig.fig_id, x_name=fig.x_name, x=name if x is None else x)
             rows.append(row)
             if progress is not None:
@@ -709,12 +674,11 @@ def _numbers_table(fig: FigureSpec, rows: list[dict]) -> str:
 
 
 def run_survey(cfg: SurveyConfig, console: Any = None, *, factory: Factory | None = None,
-               classes: dict[str, type] | None = None, progress_bar: bool = True) -> Path:
+               progress_bar: bool = True) -> Path:
     """Run every figure of ``cfg``; write ``figXX.csv``/``.png``, ``claims.csv``, ``run.json`` and
     ``index.html`` into ``cfg.outdir``; return the report's path.
 
-    ``factory(name, epsilon=, delta=, n=, **params)`` builds a protocol (default: the registry);
-    ``classes`` maps names to classes for constructor-parameter filtering with a custom factory.
+    ``factory(name, epsilon=, delta=, n=, **params)`` builds a protocol (default: the registry).
     """
     from .survey_claims import claims_markdown, evaluate_claims, write_claims_csv
 
@@ -735,7 +699,7 @@ def run_survey(cfg: SurveyConfig, console: Any = None, *, factory: Factory | Non
     try:
         for fig in cfg.figures:
             tf = time.perf_counter()
-            rows = run_figure(fig, cfg, factory=factory, classes=classes, progress=progress, task=task)
+            rows = run_figure(fig, cfg, factory=factory, progress=progress, task=task)
             all_rows[fig.fig_id] = rows
             write_csv(cfg.outdir / f"{fig.fig_id}.csv", rows)
             pngs[fig.fig_id] = plot_figure(fig, rows, cfg.outdir / f"{fig.fig_id}.png")

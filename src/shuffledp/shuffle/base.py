@@ -139,9 +139,24 @@ class Protocol(ABC):
         return type(self).simulate_statistic is not Protocol.simulate_statistic
 
     # --- privacy and cost -------------------------------------------------------------
-    @abstractmethod
     def privacy(self, n: int | None = None) -> PrivacyStatement:
-        """The central guarantee of the released statistic for ``n`` users (default ``self.n``)."""
+        """The central guarantee of the released statistic for ``n`` users (default ``self.n``).
+
+        Computed once per ``n`` by :meth:`_privacy` and memoized on the instance: a protocol's
+        parameters are fixed at construction, so the statement is a function of ``n`` alone
+        (an accountant computation that ``estimate`` would otherwise redo on every release).
+        Raises :class:`ValidationError` unless ``n`` is a positive integer.
+        """
+        n = self.n if n is None else check_positive_int(n, "n")
+        cache: dict[int, PrivacyStatement] = self.__dict__.setdefault("_privacy_cache", {})
+        st = cache.get(n)
+        if st is None:
+            st = cache[n] = self._privacy(n)
+        return st
+
+    @abstractmethod
+    def _privacy(self, n: int) -> PrivacyStatement:
+        """The central guarantee for exactly ``n >= 1`` users (called by :meth:`privacy`, once per n)."""
 
     @property
     def local_randomizer(self) -> Any:

@@ -107,10 +107,8 @@ class _LocalBaseline(Protocol):
 
     model = "local"
 
-    def privacy(self, n: int | None = None) -> PrivacyStatement:
+    def _privacy(self, n: int) -> PrivacyStatement:
         """Each report is eps-LDP (eps_l = eps_c), hence the analyzer's whole view is eps-DP."""
-        if n is not None:
-            check_positive_int(n, "n")
         return PrivacyStatement(self.epsilon, 0.0, "local",
                                 note=f"{self.name}: every report is eps-LDP with eps_l = eps_c (no shuffler)")
 
@@ -478,7 +476,7 @@ class CdpLaplaceCount(_CentralBaseline):
         c = _counts_data(data, 2)
         return c[1:] + simulate_discrete_laplace(float(self.mechanism.scale), 1, rng)
 
-    def privacy(self, n: int | None = None) -> PrivacyStatement:
+    def _privacy(self, n: int) -> PrivacyStatement:
         st = self.mechanism.privacy
         return PrivacyStatement(st.eps, 0.0, "central", st.neighbouring,
                                 note="cdp_laplace_count: exact discrete Laplace(1/eps) on the count")
@@ -544,7 +542,7 @@ class CdpLaplaceHist(_CentralBaseline):
         c = _counts_data(data, self.d)
         return c + simulate_discrete_laplace(float(self.mechanism.scale), self.d, rng)
 
-    def privacy(self, n: int | None = None) -> PrivacyStatement:
+    def _privacy(self, n: int) -> PrivacyStatement:
         st = self.mechanism.privacy
         return PrivacyStatement(st.eps, 0.0, "central", st.neighbouring,
                                 note=f"cdp_laplace_hist: exact discrete Laplace({self.sensitivity}/eps) per item")
@@ -635,7 +633,7 @@ class CdpLaplaceSum(_CentralBaseline):
             raise ValidationError("data must be the fixed-point code sum (one int64)", parameter="data")
         return s.astype(np.int64) + simulate_discrete_laplace(float(self.mechanism.grid_scale), 1, rng)
 
-    def privacy(self, n: int | None = None) -> PrivacyStatement:
+    def _privacy(self, n: int) -> PrivacyStatement:
         return PrivacyStatement(self.epsilon, 0.0, "central",
                                 note=f"cdp_laplace_sum: exact discrete Laplace on the fixed-point sum (grid 2^{self.k},"
                                      f" grid sensitivity {self.mechanism.grid_sensitivity})")

@@ -219,13 +219,6 @@ class CntRR(Protocol):
         return np.array([rng.binomial(n1, 1.0 - f / 2.0) + rng.binomial(n0, f / 2.0)], dtype=np.int64)
 
     # privacy and cost
-    def privacy(self, n: int | None = None) -> PrivacyStatement:
-        n = self.n if n is None else check_positive_int(n, "n")
-        cache = self.__dict__.setdefault("_privacy_cache", {})
-        if n not in cache:
-            cache[n] = self._privacy(n)
-        return cache[n]
-
     def _privacy(self, n: int) -> PrivacyStatement:
         opts: dict[str, Any] = {"randomizer": "binary_rr"} if self.accounting == "clones" else {}
         try:
@@ -343,8 +336,7 @@ class Cnt2M(Protocol):
         pmf = stats.binom.pmf(np.arange(n + 1), n, self.p)
         return shift_hockey_stick(pmf, eps)
 
-    def privacy(self, n: int | None = None) -> PrivacyStatement:
-        n = self.n if n is None else check_positive_int(n, "n")
+    def _privacy(self, n: int) -> PrivacyStatement:
         # the smoothness argument needs the noise Bin(n, 1-p) to have mean >= 50 ln(2/delta)/eps^2
         mean_noise = n * self.q_noise
         eps = math.sqrt(50.0 * math.log(2.0 / self.delta) / mean_noise)
@@ -392,8 +384,7 @@ class CntBN(Cnt2M):
     def _noise_users(self) -> float:
         return self.gamma * self.n
 
-    def privacy(self, n: int | None = None) -> PrivacyStatement:
-        n = self.n if n is None else check_positive_int(n, "n")
+    def _privacy(self, n: int) -> PrivacyStatement:
         honest_needed = self.gamma * self.n
         if n < honest_needed:
             return PrivacyStatement(math.inf, 0.0, "shuffle", note=f"cnt_bn: fewer than gamma*n users at n={n}")
@@ -490,8 +481,7 @@ class CntSGM(Protocol):
         z = int(simulate_polya(R, self.alpha, 1, rng)[0]) - int(simulate_polya(R, self.alpha, 1, rng)[0])
         return np.array([(n1 + z) % self.modulus], dtype=np.int64)
 
-    def privacy(self, n: int | None = None) -> PrivacyStatement:
-        n = self.n if n is None else check_positive_int(n, "n")
+    def _privacy(self, n: int) -> PrivacyStatement:
         honest_needed = self.gamma * self.n
         if n < honest_needed or n < 3:
             return PrivacyStatement(math.inf, 0.0, "shuffle", note=f"cnt_sgm: fewer than gamma*n users at n={n}")

@@ -86,7 +86,6 @@ class HistogramProtocol(Protocol):
             raise ValidationError(f"{self.name} is an approximate-DP protocol: delta must lie in (0, 1)",
                                   parameter="delta")
         self.d = check_domain_size(d)
-        self._privacy_cache: dict[int, PrivacyStatement] = {}
 
     # --- input ------------------------------------------------------------------------
     def check_values(self, values: Any) -> np.ndarray:
@@ -111,16 +110,6 @@ class HistogramProtocol(Protocol):
                 raise ValidationError(f"column {key!r} must hold integers in [0, {high})", parameter="messages")
             return col.astype(np.int64)
         return check_int_values(col, high, key)
-
-    # --- privacy ----------------------------------------------------------------------
-    def privacy(self, n: int | None = None) -> PrivacyStatement:
-        n = self.n if n is None else check_positive_int(n, "n")
-        if n not in self._privacy_cache:
-            self._privacy_cache[n] = self._privacy(n)
-        return self._privacy_cache[n]
-
-    def _privacy(self, n: int) -> PrivacyStatement:  # pragma: no cover - abstract in spirit
-        raise NotImplementedError
 
     def _estimate(self, values: np.ndarray, var: np.ndarray, n: int, **extra: Any) -> Estimate:
         return Estimate(values, np.sqrt(np.maximum(var, 0.0)), n, self.privacy(n), kind="count", extra=extra)

@@ -215,8 +215,7 @@ class Fragmenting(_Multi):
     def variance(self, n: int | None = None, count: float = 0.0, attribute: int = 0) -> float:
         return self.parts[attribute].variance(self._n_of(n), count)
 
-    def privacy(self, n: int | None = None) -> PrivacyStatement:
-        n = self._n_of(n)
+    def _privacy(self, n: int) -> PrivacyStatement:
         sts = [p.privacy(n) for p in self.parts]
         eps, delta = basic_composition([(s.eps, s.delta) for s in sts])
         return PrivacyStatement(round_up(eps) if math.isfinite(eps) else eps, delta, model="shuffle",
@@ -317,7 +316,6 @@ class SampleOne(_Multi):
         self.gamma = np.asarray(self.dims, dtype=np.float64) * self.q
         self._cell_p = np.repeat(self.p, self.dims)
         self._cell_q = np.repeat(self.q, self.dims)
-        self._privacy_cache: dict[int, PrivacyStatement] = {}
 
     @property
     def local_randomizer(self) -> SampleOneRandomizer:
@@ -405,18 +403,13 @@ class SampleOne(_Multi):
         n = self._n_of(n)
         return float(min((n - 1) * g / (self.k * da) for g, da in zip(self.gamma, self.dims)))
 
-    def privacy(self, n: int | None = None) -> PrivacyStatement:
-        n = self._n_of(n)
-        if n not in self._privacy_cache:
-            eps = blanket_epsilon(self.blanket(n), self.delta)
-            if eps > 1.0 or eps >= self.eps_l:
-                st = PrivacyStatement(self.eps_l, 0.0, model="shuffle",
-                                      note=f"sample_one: only the local guarantee at n={n}")
-            else:
-                st = PrivacyStatement(round_up(eps), self.delta, model="shuffle",
-                                      note=f"sample_one: blanket {self.blanket(n):.6g} per cell (k={self.k})")
-            self._privacy_cache[n] = st
-        return self._privacy_cache[n]
+    def _privacy(self, n: int) -> PrivacyStatement:
+        eps = blanket_epsilon(self.blanket(n), self.delta)
+        if eps > 1.0 or eps >= self.eps_l:
+            return PrivacyStatement(self.eps_l, 0.0, model="shuffle",
+                                    note=f"sample_one: only the local guarantee at n={n}")
+        return PrivacyStatement(round_up(eps), self.delta, model="shuffle",
+                                note=f"sample_one: blanket {self.blanket(n):.6g} per cell (k={self.k})")
 
     @property
     def messages_per_user(self) -> float:

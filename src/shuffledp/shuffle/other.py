@@ -432,19 +432,15 @@ class RangeCount(Protocol):
         return np.concatenate(out).astype(np.int64)
 
     # --- privacy and cost ---------------------------------------------------------------
-    def privacy(self, n: int | None = None) -> PrivacyStatement:
-        n = self.n if n is None else check_positive_int(n, "n")
-        cache = self.__dict__.setdefault("_privacy_cache", {})
-        if n not in cache:
-            eps = dlt = 0.0
-            for e0, k in zip(self.eps0, self.ks):
-                st = shuffle_statement(float(e0), n, self.delta_level, self._method(), **self._options(int(k)))
-                eps += st.eps
-                dlt += st.delta
-            cache[n] = PrivacyStatement(eps, min(dlt, 0.999999), "shuffle",
-                                        note=f"range_count [DERIVED]: {self.L} levels of shuffled k-RR "
-                                             f"({self.accounting}), basic composition")
-        return cache[n]
+    def _privacy(self, n: int) -> PrivacyStatement:
+        eps = dlt = 0.0
+        for e0, k in zip(self.eps0, self.ks):
+            st = shuffle_statement(float(e0), n, self.delta_level, self._method(), **self._options(int(k)))
+            eps += st.eps
+            dlt += st.delta
+        return PrivacyStatement(eps, min(dlt, 0.999999), "shuffle",
+                                note=f"range_count [DERIVED]: {self.L} levels of shuffled k-RR "
+                                     f"({self.accounting}), basic composition")
 
     @property
     def local_randomizer(self) -> TreeKRRRandomizer:
@@ -592,8 +588,7 @@ class OneHotCounters(Protocol):
         return (c + z) % self.modulus
 
     # --- privacy and cost ---------------------------------------------------------------
-    def privacy(self, n: int | None = None) -> PrivacyStatement:
-        n = self.n if n is None else check_positive_int(n, "n")
+    def _privacy(self, n: int) -> PrivacyStatement:
         honest = self.gamma * self.n
         if n < honest:
             return PrivacyStatement(math.inf, 0.0, "shuffle", note=f"{self.name}: fewer than gamma*n users at n={n}")

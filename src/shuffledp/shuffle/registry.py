@@ -7,12 +7,13 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any
 
 from ..core.errors import ValidationError
 from .base import Protocol
 
-__all__ = ["PROTOCOL_MODULES", "protocol", "protocol_class", "available_protocols"]
+__all__ = ["PROTOCOL_MODULES", "protocol", "protocol_class", "protocol_parameters", "available_protocols"]
 
 #: registry name -> module (relative to shuffledp.shuffle) that defines it in ``PROTOCOLS``
 PROTOCOL_MODULES: dict[str, str] = {
@@ -48,6 +49,20 @@ def protocol_class(name: str) -> type[Protocol]:
     return table[key]
 
 
+def protocol_parameters(name: str) -> tuple[str, ...] | None:
+    """The keyword parameters protocol ``name`` takes besides ``epsilon``, ``delta`` and ``n``.
+
+    ``None`` when its constructor passes any further keywords on (e.g. to an inner protocol),
+    which then validates them.
+    """
+    sig = inspect.signature(protocol_class(name).__init__)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values()):
+        return None
+    return tuple(k for k, p in sig.parameters.items()
+                 if k not in ("self", "epsilon", "delta", "n")
+                 and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY))
+
+
 def protocol(name: str, epsilon: float, delta: float = 1e-6, n: int | None = None, **params: Any) -> Protocol:
     """Build protocol ``name`` achieving central (epsilon, delta)-DP for ``n`` users.
 
@@ -55,8 +70,17 @@ def protocol(name: str, epsilon: float, delta: float = 1e-6, n: int | None = Non
     shuffling, noise spread over the other users) depends on it, and a silent default would
     promise a guarantee that a smaller batch does not get. Local and central baselines, whose
     guarantee does not depend on ``n``, may omit it.
+
+    Every protocol takes ``epsilon``, ``delta`` and ``n``; a keyword in ``params`` that protocol
+    ``name`` does not take (:func:`protocol_parameters`) raises :class:`ValidationError` naming it.
     """
     cls = protocol_class(name)
+    accepted = protocol_parameters(name)
+    unknown = sorted(set(params) - set(accepted)) if accepted is not None else []
+    if unknown:
+        raise ValidationError(f"protocol {name!r} takes no parameter {', '.join(map(repr, unknown))}; its "
+                              f"parameters besides epsilon, delta and n: {', '.join(accepted) or 'none'}",
+                              parameter=unknown[0])
     if n is None:
         if cls.model == "shuffle":
             raise ValidationError(f"protocol {name!r} is calibrated for a number of users: pass n=", parameter="n")

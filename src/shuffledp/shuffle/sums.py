@@ -135,19 +135,6 @@ class _SumProtocol(Protocol):
     def summarize(self, values: Any) -> np.ndarray:
         return check_unit_values(values)
 
-    def _privacy_cached(self, n: int) -> PrivacyStatement:
-        cache = self.__dict__.setdefault("_privacy_cache", {})
-        if n not in cache:
-            cache[n] = self._privacy(n)
-        return cache[n]
-
-    def privacy(self, n: int | None = None) -> PrivacyStatement:
-        n = self.n if n is None else check_positive_int(n, "n")
-        return self._privacy_cached(n)
-
-    def _privacy(self, n: int) -> PrivacyStatement:  # pragma: no cover - overridden
-        raise NotImplementedError
-
     def _estimate(self, value: float, n: int, **extra: Any) -> Estimate:
         return scalar_estimate(value, self.variance(n), n, self.privacy(n), "sum", stderr_is_worst_case=True,
                                **extra)
