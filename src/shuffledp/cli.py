@@ -38,7 +38,7 @@ def simulate(
     try:
         _simulate(mechanism, epsilon, d, n, zipf, top, seed, chunk)
     except ValidationError as e:  # bad parameters: one clear line and exit code 2, never a traceback
-        console.print(f"[red]error:[/red] {e}", markup=True, highlight=False)
+        console.print(f"[red]error:[/red] {e}", markup=True, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from e
 
 
@@ -46,6 +46,7 @@ def _simulate(mechanism: str, epsilon: float, d: int, n: int, zipf: float, top: 
               chunk: int) -> None:
     from .core.validation import check_domain_size, check_positive_int, check_real
     from .local import frequency_oracle
+    from .local.registry import check_simulation_fits
 
     n = check_positive_int(n, "n")
     chunk = check_positive_int(chunk, "chunk")
@@ -53,6 +54,7 @@ def _simulate(mechanism: str, epsilon: float, d: int, n: int, zipf: float, top: 
     d = check_domain_size(d)
     zipf = check_real(zipf, "zipf")
     check_positive_int(seed, "seed", minimum=0)
+    check_simulation_fits(mechanism, epsilon, d, n, chunk)  # refuse before allocating d- or n-sized arrays
     mech = frequency_oracle(mechanism, epsilon, d)
     rng = np.random.default_rng(seed)
     x = zipf_dataset(n, d, zipf, rng)

@@ -10,6 +10,7 @@ import importlib
 from typing import Any
 
 from ..core.errors import ValidationError
+from ..local.registry import check_parameters
 from .base import Protocol
 
 __all__ = ["PROTOCOL_MODULES", "protocol", "protocol_class", "available_protocols"]
@@ -48,20 +49,30 @@ def protocol_class(name: str) -> type[Protocol]:
     return table[key]
 
 
-def protocol(name: str, epsilon: float, delta: float = 1e-6, n: int | None = None, **params: Any) -> Protocol:
+def protocol(name: str, epsilon: float | None = None, delta: float = 1e-6, n: int | None = None,
+             **params: Any) -> Protocol:
     """Build protocol ``name`` achieving central (epsilon, delta)-DP for ``n`` users.
 
     ``n`` is required for shuffle-model protocols: their calibration (amplification by
     shuffling, noise spread over the other users) depends on it, and a silent default would
     promise a guarantee that a smaller batch does not get. Local and central baselines, whose
     guarantee does not depend on ``n``, may omit it.
+
+    Parameters are checked against the class's constructor first: a misspelled keyword
+    (``eps=``) is a :class:`ValidationError` naming it and the closest accepted name, a missing
+    required one (``d`` of a histogram protocol) a :class:`ValidationError` naming it.
     """
     cls = protocol_class(name)
+    given: dict[str, Any] = {"delta": delta, **params}
+    if epsilon is not None:
+        given["epsilon"] = epsilon
     if n is None:
         if cls.model == "shuffle":
             raise ValidationError(f"protocol {name!r} is calibrated for a number of users: pass n=", parameter="n")
-        return cls(epsilon=epsilon, delta=delta, **params)
-    return cls(epsilon=epsilon, delta=delta, n=n, **params)
+    else:
+        given["n"] = n
+    check_parameters(cls, given, f"protocol {name!r}")
+    return cls(**given)
 
 
 def available_protocols() -> list[str]:
