@@ -124,3 +124,21 @@ def test_plan_bounds_the_measured_peak(name):
     finally:
         tracemalloc.stop()
     assert peak <= run_memory_bytes(mech, n, n), (peak, run_memory_bytes(mech, n, n))
+
+
+def test_randomize_refuses_a_batch_whose_reports_cannot_fit(monkeypatch):
+    # OUE over d = 2^20 items: 128 KiB of packed bits per report; 10^5 users need ~25 GiB
+    mech = frequency_oracle("oue", 1.0, 1 << 20)
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, str(GB))
+    x = np.zeros(100_000, dtype=np.int64)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValidationError) as info:
+            mech.randomize(x, 0)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert info.value.parameter == "values" and peak < 16 << 20
+    c = int(re.search(r"chunks of <= (\d+) users", str(info.value)).group(1))
+    assert 1 <= c < 100_000
+    mech.randomize(x[:200], 0)  # a small batch is not planned at all

@@ -143,6 +143,7 @@ def _wrap_checked(cls: type) -> None:
         @functools.wraps(fn)
         def randomize(self, values, rng=None, *args, **kwargs):
             rng = check_rng(rng)
+            self._check_batch_fits(values)
             return fn(self, values, rng, *args, **kwargs)
         return randomize
 
@@ -303,6 +304,9 @@ class LocalRandomizer(ABC):
         """Each report is eps-LDP (replace-one neighbouring on a single user's input)."""
         return PrivacyStatement(self.epsilon, 0.0, "local", "replace_one", note=f"{type(self).__name__}")
 
+    def _check_batch_fits(self, values: Any) -> None:
+        """Refuse a batch whose reports cannot fit in memory (subclasses plan it)."""
+
     def validate_reports(self, reports: Reports) -> Reports:
         """Check a report batch received from outside (fields, dtypes, ranges)."""
         return reports
@@ -336,6 +340,14 @@ class FrequencyOracle(LocalRandomizer):
         _wrap_checked(cls)
 
     # --- shared input checks (called by the wrappers of every subclass) ----------------
+    def _check_batch_fits(self, values: Any) -> None:
+        """Refuse a batch whose reports cannot fit in memory (:func:`~.registry.check_batch_fits`)."""
+        shape = np.shape(values) if not isinstance(values, np.ndarray) else values.shape
+        if shape:
+            from .registry import check_batch_fits
+
+            check_batch_fits(self, int(shape[0]))
+
     def _check_f(self, f: Any) -> np.ndarray:
         """``f`` of :meth:`variance`: true fraction(s), finite, in [0, 1]."""
         return _check_real_array(f, "f", 0.0, 1.0)
@@ -409,6 +421,9 @@ class MeanOracle(LocalRandomizer):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         _wrap_checked(cls)
+
+    def _check_batch_fits(self, values: Any) -> None:
+        """Mean oracles' reports are O(dim) per user: no plan needed."""
 
     def _check_f(self, f: Any) -> np.ndarray:
         """``f`` of :meth:`variance`: the true value(s), finite, in [-1, 1]."""

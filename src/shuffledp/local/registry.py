@@ -25,11 +25,11 @@ import math
 from typing import Any
 
 from ..core.errors import ValidationError
-from ..core.memory import available_memory, check_fits, format_bytes
+from ..core.memory import CHECK_FLOOR, available_memory, check_fits, format_bytes
 from .base import FrequencyOracle, MeanOracle
 
 __all__ = ["FREQUENCY_ORACLES", "MEAN_ORACLES", "frequency_oracle", "mean_oracle", "check_parameters",
-           "domain_bytes", "check_domain_fits", "run_memory_bytes", "check_run_fits", "check_simulation_fits"]
+           "domain_bytes", "check_domain_fits", "run_memory_bytes", "check_batch_fits", "check_run_fits", "check_simulation_fits"]
 
 #: name -> "module:ClassName" (relative to shuffledp.local)
 FREQUENCY_ORACLES: dict[str, str] = {
@@ -188,6 +188,25 @@ def run_memory_bytes(mech: FrequencyOracle, n: int, chunk: int) -> int:
     ``chunk`` users, summing the statistics, then ``estimate``."""
     fixed, per_user = _cost(mech, mech.d)
     return int(fixed + per_user * min(int(n), int(chunk)))
+
+
+def check_batch_fits(mech: FrequencyOracle, n: int) -> None:
+    """Refuse a ``randomize`` call on ``n`` users whose reports and temporaries cannot fit.
+
+    Only batches planned at :data:`~shuffledp.core.memory.CHECK_FLOOR` bytes or more are checked
+    (small batches read nothing). The :class:`ValidationError` names ``values`` and the largest
+    batch that fits.
+    """
+    _, per_user = _cost(mech, mech.d)
+    need = per_user * n
+    if need < CHECK_FLOOR:
+        return
+    avail = available_memory()
+    if avail is None or need <= avail:
+        return
+    raise ValidationError(f"{type(mech).__name__}.randomize of n={n} users over d={mech.d} items needs about "
+                          f"{format_bytes(need)} but {format_bytes(avail)} is available; randomize in chunks of "
+                          f"<= {max(1, int(avail // per_user))} users (aggregates add up)", parameter="values")
 
 
 def check_run_fits(mech: FrequencyOracle, n: int, chunk: int, *, extra_fixed: float = 0.0,
