@@ -342,11 +342,16 @@ class FrequencyOracle(LocalRandomizer):
     # --- shared input checks (called by the wrappers of every subclass) ----------------
     def _check_batch_fits(self, values: Any) -> None:
         """Refuse a batch whose reports cannot fit in memory (:func:`~.registry.check_batch_fits`)."""
-        shape = np.shape(values) if not isinstance(values, np.ndarray) else values.shape
-        if shape:
-            from .registry import check_batch_fits
+        if isinstance(values, np.ndarray):
+            n = values.shape[0] if values.ndim else 1
+        else:
+            try:
+                n = len(values)  # no array conversion here: randomize converts once
+            except TypeError:
+                n = 1
+        from .registry import check_batch_fits
 
-            check_batch_fits(self, int(shape[0]))
+        check_batch_fits(self, int(n))
 
     def _check_f(self, f: Any) -> np.ndarray:
         """``f`` of :meth:`variance`: true fraction(s), finite, in [0, 1]."""
