@@ -154,6 +154,8 @@ def _wrap_checked(cls: type) -> None:
             try:
                 return fn(self, reports, *args, **kwargs)
             except KeyError as e:
+                if not (e.args and isinstance(e.args[0], str) and e.args[0] not in reports):
+                    raise  # not a missing report field
                 raise ValidationError(f"reports lack the field {e.args[0]!r}; got fields {sorted(reports)} "
                                       f"(pass the output of {type(self).__name__}.randomize)",
                                       parameter="reports") from None
