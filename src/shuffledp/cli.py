@@ -237,6 +237,7 @@ def _simulate(mechanism: str, epsilon: float, d: int, n: int, zipf: float, top: 
               chunk: int) -> None:
     from .core.validation import check_domain_size, check_positive_int, check_real
     from .local import frequency_oracle
+    from .local.registry import check_simulation_fits
 
     n = check_positive_int(n, "n")
     chunk = check_positive_int(chunk, "chunk")
@@ -244,6 +245,7 @@ def _simulate(mechanism: str, epsilon: float, d: int, n: int, zipf: float, top: 
     d = check_domain_size(d)
     zipf = check_real(zipf, "zipf")
     check_positive_int(seed, "seed", minimum=0)
+    check_simulation_fits(mechanism, epsilon, d, n, chunk)  # refuse before allocating d- or n-sized arrays
     # the sketches draw their hash family per construction unless given one: a simulation takes it
     # from --seed so the same command gives the same numbers
     family = {"hash_seed": seed} if mechanism in ("cms", "hcms") else {}

@@ -189,7 +189,7 @@ def test_variance_good_inputs_still_accepted(make, name):
 
 
 @pytest.mark.parametrize("make,name", [(_freq, n) for n in FREQ] + [(_mean, n) for n in MEAN])
-@pytest.mark.parametrize("bad_rng", [None, 5, np.random.RandomState(0), np.random.PCG64(0)])
+@pytest.mark.parametrize("bad_rng", [True, 1.5, "7", np.random.RandomState(0), np.random.PCG64(0)])
 def test_randomize_bad_rng_names_rng(make, name, bad_rng):
     mech = make(name)
     x = np.array([0, 1, 2]) if name in FREQ else np.array([0.1, -0.5, 0.9])
@@ -201,7 +201,7 @@ def test_randomize_bad_rng_names_rng(make, name, bad_rng):
 def test_rappor_bad_rng_leaves_no_memo_state():
     mech = frequency_oracle("rappor", 1.0, D)
     with pytest.raises(ValidationError):
-        mech.randomize(np.array([1, 2]), None, users=np.array([7, 8]))
+        mech.randomize(np.array([1, 2]), True, users=np.array([7, 8]))
     assert mech._memo.user_keys.size == 0 and mech._memo.keys.size == 0 and mech._memo.prr is None
 
 

@@ -336,8 +336,9 @@ def test_bad_inputs():
         krr.encode(np.array([0, 4]), np.random.default_rng(0))
     with pytest.raises(ValidationError):
         krr.simulate_statistic(np.array([1, 2, 3]), np.random.default_rng(0))
-    with pytest.raises(TypeError):
+    with pytest.raises(ValidationError, match="needs the parameter 'd'") as missing:
         protocol("ldp_krr", epsilon=1.0, n=10)  # d is required
+    assert missing.value.parameter == "d"
     with pytest.raises(ValidationError):
         protocol("ldp_krr", epsilon=1.0, n=10, d=1)
     with pytest.raises(ValidationError, match="unknown frequency oracle"):

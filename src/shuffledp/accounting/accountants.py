@@ -125,6 +125,28 @@ class PrivacyAccountant(ABC):
         return PrivacyStatement(eps, delta, model=model, neighbouring=self.neighbouring,
                                 note=f"{self.name} accountant, {sum(c for _, c in self._ledger)} compositions")
 
+    def __repr__(self) -> str:
+        """Type, settings, the composed events (the first three, then how many more) and the totals.
+
+        E.g. ``RdpAccountant(neighbouring='add_remove_one', conversion='improved', compositions=2,
+        events=[GaussianEvent(sigma=1.0, ...) x2], pure_eps=inf)``.
+        """
+        shown = [f"{ev!r}" + (f" x{c}" if c != 1 else "") for ev, c in self._ledger[:3]]
+        if len(self._ledger) > 3:
+            shown.append(f"... {len(self._ledger) - 3} more")
+        fields = [f"neighbouring={self.neighbouring!r}", *self._settings_repr(),
+                  f"compositions={sum(c for _, c in self._ledger)}", f"events=[{', '.join(shown)}]",
+                  *self._totals_repr()]
+        return f"{type(self).__name__}({', '.join(fields)})"
+
+    def _settings_repr(self) -> list[str]:
+        """``name=value`` strings of the constructor settings other than ``neighbouring``."""
+        return []
+
+    def _totals_repr(self) -> list[str]:
+        """``name=value`` strings of the accumulated state."""
+        return []
+
     # -- hooks
     def _check_relation(self, event: object) -> None:
         """Neighbouring-relation requirements (as in dp-accounting)."""
@@ -176,6 +198,18 @@ class _EpsDeltaAccountant(PrivacyAccountant):
                                   f"got {gaussian_conversion!r}", parameter="gaussian_conversion")
         self.gaussian_conversion = gaussian_conversion
         self._atoms = _Atoms()
+
+    def _settings_repr(self) -> list[str]:
+        return [f"gaussian_conversion={self.gaussian_conversion!r}"]
+
+    def _totals_repr(self) -> list[str]:
+        eps = math.fsum(e * c for e, _, c in self._atoms.fixed)
+        delta = math.fsum(d * c for _, d, c in self._atoms.fixed)
+        out = [f"fixed_epsilon={eps:.6g}", f"fixed_delta={delta:.6g}"]
+        m = sum(c for _, c in self._atoms.profiles)
+        if m:
+            out.append(f"gaussian_or_zcdp_compositions={m}")
+        return out
 
     def _gaussian_profile(self, ev: GaussianEvent) -> Callable[[float], float]:
         mu, sigma, sens = ev.mu, ev.sigma, ev.sensitivity
@@ -342,6 +376,13 @@ class RdpAccountant(PrivacyAccountant):
         self.pure_eps = 0.0  # sum of eps while every event is pure DP (inf otherwise): the alpha = inf order
         self.last_order: float | None = None
 
+    def _settings_repr(self) -> list[str]:
+        return [f"conversion={self.conversion!r}",
+                f"orders={len(self.orders)} in [{float(self.orders.min()):g}, {float(self.orders.max()):g}]"]
+
+    def _totals_repr(self) -> list[str]:
+        return [f"pure_eps={self.pure_eps:.6g}"]
+
     def _pure(self, ev: object) -> float:
         """Pure-DP epsilon of an event tree (inf if some part is not pure)."""
         if isinstance(ev, (PureDpEvent, LaplaceEvent, RandomizedResponseEvent)):
@@ -443,6 +484,12 @@ class ZCdpAccountant(PrivacyAccountant):
         self.conversion = conversion
         self.rho = 0.0
         self.xi = 0.0
+
+    def _settings_repr(self) -> list[str]:
+        return [f"conversion={self.conversion!r}"]
+
+    def _totals_repr(self) -> list[str]:
+        return [f"rho={self.rho:.6g}", f"xi={self.xi:.6g}"]
 
     def _pair(self, ev: object) -> tuple[float, float]:
         if isinstance(ev, ZCdpEvent):

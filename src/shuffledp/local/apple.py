@@ -561,6 +561,10 @@ class CountMeanSketch(_CountMeanSketchBase):
         S, N = stat[:, :self.m], stat[:, self.m:]
         return self.k * ((self.c / 2) * (2 * S - N) + N / 2)
 
+    def _recorded_users(self, statistic: np.ndarray) -> float:
+        """The last column counts the reports of each hash index: it sums to n."""
+        return float(np.sum(np.asarray(statistic)[:, self.m]))
+
     def _query(self, statistic: np.ndarray, n: int) -> np.ndarray:
         stat = self._check_statistic(statistic)
         total = int(stat[:, self.m].sum())

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -21,6 +22,7 @@ import numpy as np
 from ..core.errors import ValidationError
 from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
+from ..core.rng import as_generator
 from ..core.validation import (
     check_domain_size,
     check_epsilon,
@@ -40,6 +42,7 @@ __all__ = [
     "DEFAULT_CHUNK",
     "check_rng",
     "check_n",
+    "check_reports",
 ]
 
 Reports = dict[str, np.ndarray]
@@ -69,10 +72,35 @@ def take_reports(reports: Reports, idx: np.ndarray | slice) -> Reports:
 
 
 def check_rng(rng: Any) -> np.random.Generator:
-    """A randomizer's ``rng``: must be a :class:`numpy.random.Generator` (no seeds, no ``None``)."""
-    if not isinstance(rng, np.random.Generator):
-        raise ValidationError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}", parameter="rng")
-    return rng
+    """A randomizer's ``rng``: a :class:`numpy.random.Generator`, an int seed or ``None``.
+
+    An int seeds a reproducible generator (simulation); ``None`` draws a cryptographically secure
+    one (:func:`~shuffledp.core.rng.secure_rng`). Anything else (a bool, a legacy ``RandomState``,
+    a bare bit generator) is a :class:`ValidationError` naming ``rng``.
+    """
+    return as_generator(rng)
+
+
+def check_reports(reports: Any) -> Reports:
+    """A columnar report batch: a mapping of field name to an array whose first axis is the users.
+
+    Raises :class:`ValidationError` naming ``reports`` for anything else (a bare array, a list),
+    and when the fields disagree on the number of users.
+    """
+    if not isinstance(reports, Mapping):
+        raise ValidationError("reports must be a dict of field name -> array (the output of randomize), "
+                              f"got {type(reports).__name__}", parameter="reports")
+    lengths = set()
+    for key, col in reports.items():
+        shape = np.shape(col)
+        if len(shape) == 0:
+            raise ValidationError(f"reports field {key!r} must be an array with one row per user, got a scalar",
+                                  parameter="reports")
+        lengths.add(shape[0])
+    if len(lengths) > 1:
+        raise ValidationError(f"reports fields must have the same number of rows, got {sorted(lengths)}",
+                              parameter="reports")
+    return reports  # type: ignore[return-value]
 
 
 def check_n(n: Any) -> int:
@@ -91,28 +119,56 @@ def _check_real_array(x: Any, name: str, low: float, high: float) -> np.ndarray:
     return a
 
 
-def _wrap_checked(cls: type) -> None:
-    """Put the shared input checks in front of the ``randomize``, ``estimate`` and ``variance``
-    that ``cls`` itself defines (inherited ones are already wrapped), so no oracle can skip them:
+#: Refusal level of the statistic-vs-``n`` consistency test of :meth:`FrequencyOracle.estimate`: a
+#: statistic honestly aggregated from ``n`` reports is refused with probability at most this.
+N_CONSISTENCY_ALPHA = 1e-12
 
-    - ``randomize(values, rng, ...)``: ``rng`` must be a numpy Generator (checked first: no state
-      such as RAPPOR's memo is touched on a bad call);
-    - ``estimate(statistic, n, ...)``: ``n`` an integer >= 1, then ``cls._check_statistic_for(statistic, n)``;
+
+def _wrap_checked(cls: type) -> None:
+    """Put the shared input checks in front of the ``randomize``, ``aggregate``, ``estimate`` and
+    ``variance`` that ``cls`` itself defines (inherited ones are already wrapped), so no oracle can
+    skip them:
+
+    - ``randomize(values, rng, ...)``: ``rng`` a numpy Generator, an int seed or ``None``
+      (:func:`check_rng`; checked first: no state such as RAPPOR's memo is touched on a bad call);
+    - ``aggregate(reports)``: ``reports`` a columnar batch (:func:`check_reports`); a missing field
+      is a :class:`ValidationError` naming ``reports``;
+    - ``estimate(statistic, n=None, ...)``: ``n`` an integer >= 1 (or ``None``: the number of users
+      the statistic records, where it records it), then ``cls._check_statistic_for(statistic, n)``
+      and ``cls._check_users(statistic, n)`` (``n`` consistent with the statistic);
     - ``variance(n, f, ...)``: ``n`` an integer >= 1, ``f`` via ``cls._check_f``.
     """
 
     def randomize_wrapper(fn):
         @functools.wraps(fn)
-        def randomize(self, values, rng, *args, **kwargs):
-            check_rng(rng)
+        def randomize(self, values, rng=None, *args, **kwargs):
+            rng = check_rng(rng)
+            self._check_batch_fits(values)
             return fn(self, values, rng, *args, **kwargs)
         return randomize
 
+    def aggregate_wrapper(fn):
+        @functools.wraps(fn)
+        def aggregate(self, reports, *args, **kwargs):
+            check_reports(reports)
+            try:
+                return fn(self, reports, *args, **kwargs)
+            except KeyError as e:
+                if not (e.args and isinstance(e.args[0], str) and e.args[0] not in reports):
+                    raise  # not a missing report field
+                raise ValidationError(f"reports lack the field {e.args[0]!r}; got fields {sorted(reports)} "
+                                      f"(pass the output of {type(self).__name__}.randomize)",
+                                      parameter="reports") from None
+        return aggregate
+
     def estimate_wrapper(fn):
         @functools.wraps(fn)
-        def estimate(self, statistic, n, *args, **kwargs):
+        def estimate(self, statistic, n=None, *args, **kwargs):
+            if n is None:
+                n = self.users_of(statistic)
             n = check_n(n)
             self._check_statistic_for(statistic, n)
+            self._check_users(statistic, n)
             return fn(self, statistic, n, *args, **kwargs)
         return estimate
 
@@ -124,8 +180,8 @@ def _wrap_checked(cls: type) -> None:
             return fn(self, n, f, *args, **kwargs)
         return variance
 
-    for name, wrap in (("randomize", randomize_wrapper), ("estimate", estimate_wrapper),
-                       ("variance", variance_wrapper)):
+    for name, wrap in (("randomize", randomize_wrapper), ("aggregate", aggregate_wrapper),
+                       ("estimate", estimate_wrapper), ("variance", variance_wrapper)):
         fn = cls.__dict__.get(name)
         if fn is None or getattr(fn, "__isabstractmethod__", False) or getattr(fn, "_input_checked", False):
             continue
@@ -147,8 +203,12 @@ class LocalRandomizer(ABC):
 
     # --- client ---------------------------------------------------------------------
     @abstractmethod
-    def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
-        """Randomize each user's value; returns columnar reports (n rows)."""
+    def randomize(self, values: Any, rng: np.random.Generator | int | None = None) -> Reports:
+        """Randomize each user's value; returns columnar reports (n rows).
+
+        ``rng``: a numpy Generator, an int seed (reproducible simulation) or ``None`` (a fresh
+        cryptographically secure generator, :func:`~shuffledp.core.rng.secure_rng`).
+        """
 
     # --- analyzer -------------------------------------------------------------------
     @abstractmethod
@@ -156,8 +216,81 @@ class LocalRandomizer(ABC):
         """Mergeable sufficient statistic of a report batch."""
 
     @abstractmethod
-    def estimate(self, statistic: np.ndarray, n: int) -> Estimate:
-        """Unbiased estimate from the aggregated statistic of ``n`` users."""
+    def estimate(self, statistic: np.ndarray, n: int | None = None) -> Estimate:
+        """Unbiased estimate from the aggregated statistic of ``n`` users.
+
+        ``n`` may be omitted where the statistic records its number of users
+        (:meth:`users_of`); an ``n`` the statistic contradicts is a :class:`ValidationError`
+        naming ``n`` (:meth:`_check_users`).
+        """
+
+    # --- the number of users a statistic records -------------------------------------
+    def _recorded_users(self, statistic: np.ndarray) -> float | None:
+        """The exact number of users ``statistic`` was aggregated from, when it records it
+        (``None`` when it does not: subclasses whose statistic counts its reports override this)."""
+        return None
+
+    def _total_per_user(self) -> tuple[float, float] | None:
+        """``(mean, sum of squared ranges)`` of one report's contribution to ``statistic.sum()``:
+        its mean when that is the same for every input, and the sum of ``(high - low)^2`` over the
+        independent pieces it is made of (``d`` for ``d`` independent bits, ``d^2`` for one
+        quantity in ``[0, d]``); ``None`` when unknown. The basis of the Hoeffding test in
+        :meth:`_check_users`."""
+        return None
+
+    def users_of(self, statistic: Any) -> int:
+        """The number of users ``statistic`` was aggregated from.
+
+        Raises :class:`ValidationError` naming ``n`` when the statistic does not record it
+        (then pass ``n`` to :meth:`estimate`).
+        """
+        s = np.asarray(statistic)
+        if s.dtype == np.bool_ or not (np.issubdtype(s.dtype, np.integer) or np.issubdtype(s.dtype, np.floating)) \
+                or not np.all(np.isfinite(s)):
+            raise ValidationError(f"statistic must be numeric counts, got dtype {s.dtype}", parameter="statistic")
+        users = self._recorded_users(s) if s.shape == self._statistic_shape() else None
+        if users is None:
+            raise ValidationError(f"{type(self).__name__}'s statistic does not record its number of users: "
+                                  "pass n= to estimate", parameter="n")
+        if users < 1 or users != int(users):
+            raise ValidationError(f"statistic records {users:g} users; it is not the aggregate of a report batch",
+                                  parameter="statistic")
+        return int(users)
+
+    def _statistic_shape(self) -> tuple[int, ...]:
+        """Shape of :meth:`aggregate`'s output."""
+        return ()
+
+    def _check_users(self, statistic: Any, n: int) -> None:
+        """Refuse an ``n`` that the statistic contradicts.
+
+        Exact where the statistic records its users (:meth:`_recorded_users`); otherwise, where a
+        report's contribution to the statistic's total has an input-free mean ``mu`` and is a sum
+        of independent pieces whose squared ranges sum to ``r2`` (:meth:`_total_per_user`),
+        Hoeffding's inequality: the total ``T`` of ``n`` honest reports satisfies
+        ``|T - n mu| <= sqrt(n r2 ln(2/alpha) / 2)`` except with probability
+        ``alpha = N_CONSISTENCY_ALPHA``, so a larger gap means the statistic is not the aggregate
+        of ``n`` reports. Only a gross mismatch is caught this way (``|n - n_true|`` of order
+        ``sqrt(n)`` or more).
+        """
+        s = np.asarray(statistic, dtype=np.float64)
+        users = self._recorded_users(s)
+        if users is not None:
+            if abs(users - n) > 1e-9 * max(1.0, n):
+                raise ValidationError(f"n={n} does not match the {users:g} users the statistic records "
+                                      "(estimate(statistic) reads n from it)", parameter="n")
+            return
+        law = self._total_per_user()
+        if law is None:
+            return
+        mu, r2 = law
+        total = float(s.sum())
+        slack = math.sqrt(n * r2 * math.log(2.0 / N_CONSISTENCY_ALPHA) / 2.0)
+        if abs(total - n * mu) > slack:
+            implied = max(1, round(total / mu)) if mu > 0 else None
+            hint = f" (about {implied} reports)" if implied is not None else ""
+            raise ValidationError(f"n={n} is inconsistent with the statistic: its total {total:g} is far from the "
+                                  f"{n * mu:g} expected of {n} reports{hint}", parameter="n")
 
     @abstractmethod
     def variance(self, n: int, f: float = 0.0) -> float:
@@ -173,11 +306,14 @@ class LocalRandomizer(ABC):
         """Each report is eps-LDP (replace-one neighbouring on a single user's input)."""
         return PrivacyStatement(self.epsilon, 0.0, "local", "replace_one", note=f"{type(self).__name__}")
 
+    def _check_batch_fits(self, values: Any) -> None:
+        """Refuse a batch whose reports cannot fit in memory (subclasses plan it)."""
+
     def validate_reports(self, reports: Reports) -> Reports:
         """Check a report batch received from outside (fields, dtypes, ranges)."""
         return reports
 
-    def run(self, values: Any, rng: np.random.Generator) -> Estimate:
+    def run(self, values: Any, rng: np.random.Generator | int | None = None) -> Estimate:
         """Convenience: randomize, aggregate and estimate in one call (simulation)."""
         reports = self.randomize(values, rng)
         return self.estimate(self.aggregate(reports), n_reports(reports))
@@ -197,12 +333,28 @@ class FrequencyOracle(LocalRandomizer):
     def __init__(self, epsilon: float, d: int) -> None:
         super().__init__(epsilon)
         self.d = check_domain_size(d)
+        from .registry import check_domain_fits
+
+        check_domain_fits(type(self).__name__, self.d)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         _wrap_checked(cls)
 
     # --- shared input checks (called by the wrappers of every subclass) ----------------
+    def _check_batch_fits(self, values: Any) -> None:
+        """Refuse a batch whose reports cannot fit in memory (:func:`~.registry.check_batch_fits`)."""
+        if isinstance(values, np.ndarray):
+            n = values.shape[0] if values.ndim else 1
+        else:
+            try:
+                n = len(values)  # no array conversion here: randomize converts once
+            except TypeError:
+                n = 1
+        from .registry import check_batch_fits
+
+        check_batch_fits(self, int(n))
+
     def _check_f(self, f: Any) -> np.ndarray:
         """``f`` of :meth:`variance`: true fraction(s), finite, in [0, 1]."""
         return _check_real_array(f, "f", 0.0, 1.0)
@@ -276,6 +428,9 @@ class MeanOracle(LocalRandomizer):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         _wrap_checked(cls)
+
+    def _check_batch_fits(self, values: Any) -> None:
+        """Mean oracles' reports are O(dim) per user: no plan needed."""
 
     def _check_f(self, f: Any) -> np.ndarray:
         """``f`` of :meth:`variance`: the true value(s), finite, in [-1, 1]."""

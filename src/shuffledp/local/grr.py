@@ -74,6 +74,10 @@ class GeneralizedRandomizedResponse(FrequencyOracle):
     def aggregate(self, reports: Reports) -> np.ndarray:
         return np.bincount(reports["y"], minlength=self.d).astype(np.int64)
 
+    def _recorded_users(self, statistic: np.ndarray) -> float:
+        """Every report adds 1 to one item's count: the counts sum to n."""
+        return float(np.sum(statistic))
+
     def estimate(self, statistic: np.ndarray, n: int) -> Estimate:
         return self._pure_estimate(statistic, n, self.p, self.q)
 

@@ -149,6 +149,10 @@ class HadamardResponse(FrequencyOracle):
     def _statistic_shape(self) -> tuple[int, ...]:
         return (self.K,)
 
+    def _recorded_users(self, statistic: np.ndarray) -> float:
+        """Every report adds 1 to one output's count: the counts sum to n."""
+        return float(np.sum(statistic))
+
     def estimate(self, statistic: np.ndarray, n: int) -> Estimate:
         stat = self._check_statistic(statistic)
         W = fwht(stat.reshape(self.blocks, self.block_size).astype(np.int64), axis=1)

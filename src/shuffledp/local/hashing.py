@@ -284,6 +284,11 @@ class LocalHashing(FrequencyOracle):
             out += np.take_along_axis(G[lo:hi], v, axis=1).sum(axis=0)
         return out
 
+    def _total_per_user(self) -> tuple[float, float]:
+        """A report supports its own item w.p. p* and each other item w.p. q* (over the seed and
+        the coin); the count it adds lies in [0, d]."""
+        return self.p_star + (self.d - 1) * self.q_star, float(self.d) ** 2
+
     def estimate(self, statistic: np.ndarray, n: int) -> Estimate:
         stat = np.asarray(statistic)
         if stat.shape != (self.d,):

@@ -459,6 +459,13 @@ class Rappor(FrequencyOracle):
     def _check_statistic_for(self, statistic: Any, n: int) -> np.ndarray:
         return self.check_statistic(statistic)
 
+    def _statistic_shape(self) -> tuple[int, ...]:
+        return (self.m, self.k + 1)
+
+    def _recorded_users(self, statistic: np.ndarray) -> float:
+        """The last column holds the cohort sizes: it sums to n."""
+        return float(np.sum(np.asarray(statistic)[:, self.k]))
+
     def _check_candidates(self, candidates: Any) -> np.ndarray:
         if candidates is None:
             return np.arange(self.d, dtype=np.int64)

@@ -181,6 +181,10 @@ class SubsetSelection(FrequencyOracle):
         """Exact Pr[S | x] (underflows to 0 once C(d-1, omega) > 1e308; use log_probabilities)."""
         return np.exp(self.log_probabilities(reports, x))
 
+    def _recorded_users(self, statistic: np.ndarray) -> float:
+        """Every report names ``omega`` distinct items: the counts sum to ``n omega``."""
+        return float(np.sum(statistic)) / self.omega
+
     def simulate_statistic(self, true_counts: Any, rng: np.random.Generator) -> np.ndarray:
         """Exact sample of the aggregate by chunked randomize + aggregate: O(n d), not n-independent.
 

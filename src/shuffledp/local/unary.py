@@ -185,6 +185,10 @@ class UnaryEncoding(FrequencyOracle):
         """Per-item bit counts ``C_i = #{u : y_u[i] = 1}`` (int64, mergeable)."""
         return packed_column_sums_swar(reports["bits"], self.d)
 
+    def _total_per_user(self) -> tuple[float, float]:
+        """A report's d bits are independent: its own bit is 1 w.p. p, each other bit w.p. q."""
+        return self.p + (self.d - 1) * self.q, float(self.d)
+
     def estimate(self, statistic: np.ndarray, n: int) -> Estimate:
         stat = np.asarray(statistic)
         if stat.shape != (self.d,):

@@ -11,6 +11,7 @@ import inspect
 from typing import Any
 
 from ..core.errors import ValidationError
+from ..local.registry import check_parameters
 from .base import Protocol
 
 __all__ = ["PROTOCOL_MODULES", "protocol", "protocol_class", "protocol_parameters", "available_protocols"]
@@ -63,7 +64,8 @@ def protocol_parameters(name: str) -> tuple[str, ...] | None:
                  and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY))
 
 
-def protocol(name: str, epsilon: float, delta: float = 1e-6, n: int | None = None, **params: Any) -> Protocol:
+def protocol(name: str, epsilon: float | None = None, delta: float = 1e-6, n: int | None = None,
+             **params: Any) -> Protocol:
     """Build protocol ``name`` achieving central (epsilon, delta)-DP for ``n`` users.
 
     ``n`` is required for shuffle-model protocols: their calibration (amplification by
@@ -71,21 +73,21 @@ def protocol(name: str, epsilon: float, delta: float = 1e-6, n: int | None = Non
     promise a guarantee that a smaller batch does not get. Local and central baselines, whose
     guarantee does not depend on ``n``, may omit it.
 
-    Every protocol takes ``epsilon``, ``delta`` and ``n``; a keyword in ``params`` that protocol
-    ``name`` does not take (:func:`protocol_parameters`) raises :class:`ValidationError` naming it.
+    Parameters are checked against the class's constructor first: a misspelled keyword
+    (``eps=``) is a :class:`ValidationError` naming it and the closest accepted name, a missing
+    required one (``d`` of a histogram protocol) a :class:`ValidationError` naming it.
     """
     cls = protocol_class(name)
-    accepted = protocol_parameters(name)
-    unknown = sorted(set(params) - set(accepted)) if accepted is not None else []
-    if unknown:
-        raise ValidationError(f"protocol {name!r} takes no parameter {', '.join(map(repr, unknown))}; its "
-                              f"parameters besides epsilon, delta and n: {', '.join(accepted) or 'none'}",
-                              parameter=unknown[0])
+    given: dict[str, Any] = {"delta": delta, **params}
+    if epsilon is not None:
+        given["epsilon"] = epsilon
     if n is None:
         if cls.model == "shuffle":
             raise ValidationError(f"protocol {name!r} is calibrated for a number of users: pass n=", parameter="n")
-        return cls(epsilon=epsilon, delta=delta, **params)
-    return cls(epsilon=epsilon, delta=delta, n=n, **params)
+    else:
+        given["n"] = n
+    check_parameters(cls, given, f"protocol {name!r}")
+    return cls(**given)
 
 
 def available_protocols() -> list[str]:
