@@ -84,8 +84,9 @@ def test_simulate_huge_domain_exits_2_with_one_line_within_seconds():
     proc = subprocess.run([sys.executable, "-m", "shuffledp", "simulate", "--d", "1000000000", "--n", "1000"],
                           capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
-    assert len(lines) == 1, proc.stdout
+    assert not proc.stdout.strip(), proc.stdout  # the error goes to stderr, nothing to stdout
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
     line = lines[0]
     assert line.startswith("error:") and "d=1000000000" in line and "n=1000" in line
     assert "is available" in line and "use d <=" in line

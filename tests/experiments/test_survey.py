@@ -210,7 +210,7 @@ def test_build_protocol_skips_unknown_names_and_parameters():
     with pytest.raises(SkipPoint, match="refuses"):
         build_protocol("cnt_bn", 0.1, 1e-6, 1000, {}, factory=factory)
     # a parameter the registry's protocol does not take is named, never silently dropped
-    with pytest.raises(SkipPoint, match="takes no parameter 'd'"):
+    with pytest.raises(SkipPoint, match="has no parameter 'd'"):
         build_protocol("cnt_rr", 0.5, 1e-6, 1000, {"d": 7})
 
 

@@ -87,7 +87,7 @@ def test_randomize_accepts_none_int_and_generator(name):
     x = _values(name, 50, np.random.default_rng(0))
     a = mech.randomize(x, 7)
     b = mech.randomize(x, np.int64(7))
-    c = _mech(name).randomize(x, np.random.default_rng(7))
+    c = mech.randomize(x, np.random.default_rng(7))
     for k in a:
         np.testing.assert_array_equal(a[k], b[k])  # an int seeds a reproducible generator
         np.testing.assert_array_equal(a[k], c[k])

@@ -136,6 +136,6 @@ def test_deliver_shuffles_only_in_the_shuffle_model(rng):
 
 def test_registry_names_a_parameter_the_protocol_does_not_take():
     assert protocol_parameters("cnt_2m") == ("ones_fraction",)
-    with pytest.raises(ValidationError, match="takes no parameter 'd'") as exc:
+    with pytest.raises(ValidationError, match="has no parameter 'd'") as exc:
         protocol("cnt_2m", epsilon=0.9, delta=1e-6, n=5000, d=7)
     assert exc.value.parameter == "d"
