@@ -122,3 +122,20 @@ def dep(request, tmp_path_factory):
             yield d
         finally:
             d.stop()
+
+
+class Clock:
+    """A settable clock for in-process services (``state.clock``): ``clock.t`` is the time now."""
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture(params=STORAGES)
+def urls(request, tmp_path):
+    """(shuffler, analyzer) database URLs on each storage back end (SQLite, then PostgreSQL)."""
+    with storage_urls(request.param, tmp_path) as u:
+        yield tuple(u)

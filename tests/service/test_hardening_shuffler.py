@@ -26,27 +26,13 @@ from shuffledp.service.shuffler import ShufflerState, create_shuffler_app
 from shuffledp.service.storage import shuffler_batch_items, shuffler_batches, shuffler_pending
 from shuffledp.service.wire import MAX_ENVELOPE_LEN, EncodeError, decode_upload, encode_batch, encode_upload, Batch
 
-from .conftest import STORAGES, storage_urls
+from .conftest import STORAGES, Clock, storage_urls
 
 pytestmark = pytest.mark.timeout(180)
 
 HOUR = 3600
 T0 = 1_800_000_000.0
 TOKEN = "admin-token"
-
-
-class Clock:
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-
-@pytest.fixture(params=STORAGES)
-def urls(request, tmp_path):
-    with storage_urls(request.param, tmp_path) as u:
-        yield tuple(u)
 
 
 class World:

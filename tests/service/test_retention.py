@@ -23,27 +23,13 @@ from shuffledp.service.shuffler import ShufflerState, create_shuffler_app
 from shuffledp.service.storage import analyzer_aggregates, analyzer_ledger, analyzer_report_ids, make_engine
 from shuffledp.service.wire import Batch, batch_id, encode_batch, encode_upload
 
-from .conftest import STORAGES, storage_urls
+from .conftest import Clock
 
 pytestmark = pytest.mark.timeout(120)
 
 DAY, HOUR = 86400, 3600
 T0 = 1_800_000_000.0           # an hour boundary (1.8e9 % 3600 == 0)
 TOKEN = "admin-token"
-
-
-class Clock:
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-
-@pytest.fixture(params=STORAGES)
-def urls(request, tmp_path):
-    with storage_urls(request.param, tmp_path) as u:
-        yield tuple(u)
 
 
 class World:
