@@ -8,6 +8,7 @@ refuse before any service starts (starting one fails the test instead of hanging
 from __future__ import annotations
 
 import socket
+import subprocess
 import sys
 
 import pytest
@@ -28,6 +29,21 @@ def no_services(monkeypatch):
 
     monkeypatch.setattr(harness.Deployment, "__init__", started)
     monkeypatch.setattr(serve, "build_app", started)
+
+
+@pytest.fixture(autouse=True)
+def _logging_state_restored():
+    """Whatever a command does to the process's logging (``serve`` calls ``dictConfig``) ends with the test."""
+    import logging
+
+    loggers = [logging.getLogger()] + [lg for lg in logging.Logger.manager.loggerDict.values()
+                                       if isinstance(lg, logging.Logger)]
+    saved = [(lg, lg.handlers[:], lg.level, lg.propagate, lg.disabled) for lg in loggers]
+    yield
+    for lg, handlers, level, propagate, disabled in saved:
+        lg.handlers[:] = handlers
+        lg.setLevel(level)
+        lg.propagate, lg.disabled = propagate, disabled
 
 
 def invoke(args: list[str]):
@@ -84,13 +100,18 @@ def test_serve_refuses_before_starting(args, name, tmp_path, no_services):
 
 def test_serve_refuses_a_port_in_use(tmp_path):
     """A bind failure (port taken) is one line naming --host/--port, after the app was built."""
+    # in a subprocess: this refusal comes after `serve` configured the process's logging (a handler on
+    # the stderr of the moment), which in-process would outlive the test on a closed stream
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen(1)
         port = s.getsockname()[1]
-        res = invoke(["serve", "analyzer", "--db", f"sqlite:///{tmp_path / 'a.db'}", "--port", str(port)])
-    line = res.output.strip().splitlines()[-1]
-    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+        proc = subprocess.run([sys.executable, "-m", "shuffledp", "serve", "analyzer", "--db",
+                               f"sqlite:///{tmp_path / 'a.db'}", "--port", str(port)],
+                              capture_output=True, text=True, timeout=60)
+    out = proc.stdout + proc.stderr
+    line = out.strip().splitlines()[-1]
+    assert proc.returncode == 2 and "Traceback" not in out, out
     assert line.startswith("error: --host/--port: cannot listen on 127.0.0.1:") and str(port) in line
 
 
