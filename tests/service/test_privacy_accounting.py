@@ -27,7 +27,6 @@ from shuffledp.service.shuffler import ShufflerState
 from shuffledp.service.storage import analyzer_ledger, make_engine, shuffler_batch_items, shuffler_batches
 from shuffledp.service.wire import Batch, encode_batch, encode_key_list, encode_upload
 
-from .test_retention import urls  # noqa: F401  (SQLite + PostgreSQL databases)
 
 pytestmark = pytest.mark.timeout(120)
 
