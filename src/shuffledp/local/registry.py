@@ -60,6 +60,15 @@ def _load(table: dict[str, str], name: str, kind: str) -> type:
     return getattr(importlib.import_module(f"{__package__}.{mod}"), cls)
 
 
+def constructor_parameters(cls: type) -> tuple[list[inspect.Parameter], bool]:
+    """``cls.__init__``'s named parameters (``self`` and ``*args``/``**kwargs`` left out), and
+    whether it also takes ``**kwargs`` (then any keyword is passed on)."""
+    sig = inspect.signature(cls.__init__)
+    params = [p for p in list(sig.parameters.values())[1:]
+              if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
+    return params, any(p.kind == inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values())
+
+
 def check_parameters(cls: type, given: dict[str, Any], what: str) -> None:
     """Check keyword arguments ``given`` against ``cls``'s constructor signature.
 
@@ -67,11 +76,8 @@ def check_parameters(cls: type, given: dict[str, Any], what: str) -> None:
     names (``difflib``); a required parameter absent from ``given`` is a :class:`ValidationError`
     naming it. Constructors taking ``**kwargs`` accept any name.
     """
-    sig = inspect.signature(cls.__init__)
-    params = [p for p in list(sig.parameters.values())[1:]
-              if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
+    params, takes_any = constructor_parameters(cls)
     accepted = [p.name for p in params]
-    takes_any = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values())
     if not takes_any:
         for key in given:
             if key not in accepted:

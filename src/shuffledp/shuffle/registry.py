@@ -11,7 +11,7 @@ import inspect
 from typing import Any
 
 from ..core.errors import ValidationError
-from ..local.registry import check_parameters
+from ..local.registry import check_parameters, constructor_parameters
 from .base import Protocol
 
 __all__ = ["PROTOCOL_MODULES", "protocol", "protocol_class", "protocol_parameters", "available_protocols"]
@@ -56,12 +56,11 @@ def protocol_parameters(name: str) -> tuple[str, ...] | None:
     ``None`` when its constructor passes any further keywords on (e.g. to an inner protocol),
     which then validates them.
     """
-    sig = inspect.signature(protocol_class(name).__init__)
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values()):
+    params, takes_any = constructor_parameters(protocol_class(name))
+    if takes_any:
         return None
-    return tuple(k for k, p in sig.parameters.items()
-                 if k not in ("self", "epsilon", "delta", "n")
-                 and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY))
+    return tuple(p.name for p in params if p.name not in ("epsilon", "delta", "n")
+                 and p.kind is not inspect.Parameter.POSITIONAL_ONLY)
 
 
 def protocol(name: str, epsilon: float | None = None, delta: float = 1e-6, n: int | None = None,
