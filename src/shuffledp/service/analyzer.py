@@ -28,6 +28,7 @@ the batches' shuffle-model guarantee (recorded per batch in the ledger).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -41,6 +42,7 @@ from fastapi import FastAPI, Query, Request, Response
 from sqlalchemy import func, select, update
 
 from ..core.errors import ValidationError
+from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
 from ..local.base import take_reports
 from .accounting_bridge import group_bound, group_log_delta
@@ -273,7 +275,7 @@ def ingest_batch(state: AnalyzerState, task_id: bytes, bid: bytes, body: bytes) 
         raise Problem(400, "invalidMessage", str(e), task_id) from e
     if b.task_id != task_id:
         raise Problem(400, "batchMismatch", "task id in body differs from the URL", task_id)
-    if batch_id(b.task_id, b.crowd_id, b.window, b.envelopes) != bid:
+    if batch_id(b.task_id, b.crowd_id, b.window, b.envelopes, b.shuffler, b.n_users) != bid:
         raise Problem(400, "batchMismatch", "batch id does not match the body's content digest", task_id)
     cfg = state.task(task_id)
     with state.engine.connect() as c:
@@ -282,81 +284,32 @@ def ingest_batch(state: AnalyzerState, task_id: bytes, bid: bytes, body: bytes) 
         return json.loads(prev[0])
     if b.crowd_id not in cfg.crowds:
         raise Problem(400, "invalidMessage", "crowd not allowed for this task", task_id)
+    if (cfg.protocol is None) != (b.n_users is None):
+        raise Problem(400, "invalidMessage", "a protocol task takes SDB2 batches (shuffler index and user count), "
+                      "a local-oracle task SDB1 batches", task_id)
+    if cfg.protocol is not None:
+        return ingest_protocol_batch(state, cfg, bid, b)
     if len(b.envelopes) < cfg.min_batch_size:
         raise Problem(400, "insufficientReports", f"batch has {len(b.envelopes)} reports, the task's minimum "
                       f"batch size is {cfg.min_batch_size}", task_id)
 
-    # decrypt outside any transaction (CPU-bound)
-    L = cfg.report_schema.length
-    counts = {"decrypt_error": 0, "decode_error": 0, "replayed": 0, "out_of_window": 0, "invalid_value": 0,
-              "expired": 0}
-    # one HPKE context per report; the config digest and everything else that does not depend on
-    # the report is computed once per batch (wire.open_reports)
-    opened, n_dec, n_fmt = open_reports(b.envelopes, state.private_keys, task_id, cfg.digest, b.crowd_id)
-    counts["decrypt_error"] += n_dec
-    counts["decode_error"] += n_fmt
-    pts = [pt for pt in opened if pt is not None]
-    if any(len(pt) != L for pt in pts):
-        counts["decode_error"] += sum(len(pt) != L for pt in pts)
-        pts = [pt for pt in pts if len(pt) == L]
-    rows = np.frombuffer(b"".join(pts), dtype=np.uint8).reshape(len(pts), L)
-    version_ok = rows[:, 0] == 1 if len(pts) else np.zeros(0, bool)
-    counts["decode_error"] += int((~version_ok).sum())
-    rows = rows[version_ok]
-    reports, ids, times = cfg.report_schema.decode(rows)
-    # time: client time in time_precision units must fall in the windows this batch may cover
-    lo, hi = accepted_time_range(cfg, b.window)
-    in_win = (times >= lo) & (times <= hi)
-    counts["out_of_window"] = int((~in_win).sum())
+    # decrypt outside any transaction (CPU-bound); one HPKE context per report, the report-independent
+    # parts computed once per batch (wire.open_reports)
+    reports, ids, times, counts = _open_batch(state, cfg, b)
     mech = cfg.mechanism_object()
-    value_ok = _validate_rows(mech, reports)
-    valid = value_ok & in_win
-    counts["invalid_value"] = int((~value_ok & in_win).sum())
-    # duplicates inside the batch: keep first
-    id_view = np.ascontiguousarray(ids).view("V16").reshape(-1)
-    _, first = np.unique(id_view, return_index=True)
-    uniq = np.zeros(len(id_view), bool)
-    uniq[first] = True
-    counts["replayed"] += int((valid & ~uniq).sum())
-    valid &= uniq
+    valid = _check_messages(cfg, b.window, mech, reports, ids, times, counts)
 
     with state.write_lock, state.engine.begin() as c:
         if c.execute(select(analyzer_batches.c.result).where(analyzer_batches.c.batch_id == bid)).first():
             # raced with an identical PUT that committed first
             return json.loads(c.execute(select(analyzer_batches.c.result)
                                         .where(analyzer_batches.c.batch_id == bid)).scalar_one())
-        wm = c.execute(select(analyzer_retention.c.purged_before_window).where(
-            analyzer_retention.c.task_id == task_id)).scalar()
-        if wm is not None:
-            # replay rows of purged batches are gone: refuse reports that could belong to them
-            too_old = valid & (times <= refused_time_limit(cfg, int(wm)))
-            counts["expired"] = int(too_old.sum())
-            valid &= ~too_old
-        cand = np.flatnonzero(valid)
-        seen = existing_report_ids(c, task_id, np.ascontiguousarray(ids[cand]).tobytes())
-        if seen:
-            keep = np.array([bytes(ids[i]) not in seen for i in cand], dtype=bool)
-            counts["replayed"] += int((~keep).sum())
-            valid[cand[~keep]] = False
-            cand = cand[keep]
-        insert_report_ids(c, task_id, bid, np.ascontiguousarray(ids[cand]).tobytes())
+        # replay rows of purged batches are gone: reports that could belong to them are refused
+        cand = _unreplayed(c, cfg, bid, ids, times, valid, counts)
         n_valid = int(len(cand))
         if n_valid:
-            stat = np.asarray(mech.aggregate(take_reports(reports, cand)))
-            row = c.execute(select(analyzer_aggregates).where(
-                analyzer_aggregates.c.task_id == task_id, analyzer_aggregates.c.window == b.window,
-                analyzer_aggregates.c.crowd_id == b.crowd_id)).first()
-            if row is None:
-                c.execute(analyzer_aggregates.insert().values(
-                    task_id=task_id, window=b.window, crowd_id=b.crowd_id, statistic=stat.tobytes(),
-                    dtype=stat.dtype.str, shape=json.dumps(list(stat.shape)), n=n_valid))
-            else:
-                old = np.frombuffer(row.statistic, dtype=row.dtype).reshape(json.loads(row.shape))
-                new = old + stat
-                c.execute(update(analyzer_aggregates).where(
-                    analyzer_aggregates.c.task_id == task_id, analyzer_aggregates.c.window == b.window,
-                    analyzer_aggregates.c.crowd_id == b.crowd_id).values(
-                    statistic=new.tobytes(), dtype=new.dtype.str, n=row.n + n_valid))
+            _merge_statistic(c, task_id, b.window, b.crowd_id, np.asarray(mech.aggregate(take_reports(reports, cand))),
+                             n_valid)
         # privacy: only VALID reports hide anyone (garbage, replays and out-of-window envelopes do
         # not); below min_batch_size the batch is still aggregated (it was acknowledged) but only
         # the local guarantee is claimed. A client may have up to k reports per client window in
@@ -381,27 +334,172 @@ def ingest_batch(state: AnalyzerState, task_id: bytes, bid: bytes, body: bytes) 
     return result
 
 
-def estimates(state: AnalyzerState, task_id: bytes, crowd: bytes | None = None, from_window: int | None = None,
-              to_window: int | None = None, level: float = 0.95) -> dict:
-    """Merged estimate over windows/crowds with its privacy statement (composition over windows)."""
-    cfg = state.task(task_id)
-    q = select(analyzer_aggregates).where(analyzer_aggregates.c.task_id == task_id)
-    lq = select(analyzer_ledger).where(analyzer_ledger.c.task_id == task_id)
-    if crowd is not None:
-        q, lq = q.where(analyzer_aggregates.c.crowd_id == crowd), lq.where(analyzer_ledger.c.crowd_id == crowd)
-    if from_window is not None:
-        q, lq = q.where(analyzer_aggregates.c.window >= from_window), lq.where(analyzer_ledger.c.window >= from_window)
-    if to_window is not None:
-        q, lq = q.where(analyzer_aggregates.c.window <= to_window), lq.where(analyzer_ledger.c.window <= to_window)
-    with state.engine.connect() as c:
-        rows = c.execute(q).all()
-        ledger = c.execute(lq).all()
-    if not rows:
-        raise Problem(404, "noData", "no aggregated reports for this selection", task_id)
-    stat = sum(np.frombuffer(r.statistic, dtype=r.dtype).reshape(json.loads(r.shape)) for r in rows)
-    n = int(sum(r.n for r in rows))
-    mech = cfg.mechanism_object()
-    est = mech.estimate(stat, n)
+def _open_batch(state: AnalyzerState, cfg: TaskConfig, b: Any) -> tuple[dict, np.ndarray, np.ndarray, dict]:
+    """Decrypt and decode a batch's envelopes: (fields, message ids, times, rejection counts)."""
+    L = cfg.report_schema.length
+    counts = {"decrypt_error": 0, "decode_error": 0, "replayed": 0, "out_of_window": 0, "invalid_value": 0,
+              "expired": 0}
+    opened, n_dec, n_fmt = open_reports(b.envelopes, state.private_keys, cfg.task_id, cfg.digest, b.crowd_id)
+    counts["decrypt_error"] += n_dec
+    counts["decode_error"] += n_fmt
+    pts = [pt for pt in opened if pt is not None]
+    if any(len(pt) != L for pt in pts):
+        counts["decode_error"] += sum(len(pt) != L for pt in pts)
+        pts = [pt for pt in pts if len(pt) == L]
+    rows = np.frombuffer(b"".join(pts), dtype=np.uint8).reshape(len(pts), L)
+    version_ok = rows[:, 0] == 1 if len(pts) else np.zeros(0, bool)
+    counts["decode_error"] += int((~version_ok).sum())
+    fields, ids, times = cfg.report_schema.decode(rows[version_ok])
+    return fields, ids, times, counts
+
+
+def _check_messages(cfg: TaskConfig, window: int, validator: Any, fields: dict, ids: np.ndarray, times: np.ndarray,
+                    counts: dict) -> np.ndarray:
+    """Mask of the messages a batch labelled ``window`` may hold: client time in the windows the
+    batch may cover, value accepted by ``validator.validate_reports``, first copy of an id within
+    the batch (rejections counted in ``counts``)."""
+    lo, hi = accepted_time_range(cfg, window)
+    in_win = (times >= lo) & (times <= hi)
+    counts["out_of_window"] = int((~in_win).sum())
+    value_ok = _validate_rows(validator, fields)
+    valid = value_ok & in_win
+    counts["invalid_value"] = int((~value_ok & in_win).sum())
+    id_view = np.ascontiguousarray(ids).view("V16").reshape(-1)
+    _, first = np.unique(id_view, return_index=True)
+    uniq = np.zeros(len(id_view), bool)
+    uniq[first] = True
+    counts["replayed"] += int((valid & ~uniq).sum())
+    return valid & uniq
+
+
+class _AggregateValidator:
+    """A protocol's ``aggregate`` as the row validator of :func:`_validate_rows` (it refuses a
+    batch holding any message outside the protocol's message space)."""
+
+    def __init__(self, protocol: Any) -> None:
+        self.protocol = protocol
+
+    def validate_reports(self, messages: dict) -> None:
+        self.protocol.aggregate(messages)
+
+
+def protocol_statement(cfg: TaskConfig, p: Any, n_users: int, n_bad: int) -> PrivacyStatement:
+    """The guarantee of one release of protocol ``p`` that ``n_users`` users sent.
+
+    Envelopes that failed a check (``n_bad``) may each have been some user's only message, so
+    ``n_users - n_bad`` users at least hide every user, and a ``honest_fraction`` of them is
+    trusted: ``p.privacy(floor((n_users - n_bad) * honest_fraction))``. Where the protocol states
+    nothing for so few users (or none are left), the local guarantee of its randomizer is stated
+    (no guarantee without one). Local- and central-model guarantees do not depend on n.
+    """
+    n_eff = int(math.floor(max(0, n_users - n_bad) * cfg.honest_fraction))
+    if p.model != "shuffle":
+        return p.privacy(max(1, n_eff))
+    if n_eff >= 1:
+        try:
+            return p.privacy(n_eff)
+        except (ValidationError, ValueError, ArithmeticError):
+            pass
+    why = f"{p.name} states no shuffle guarantee for {n_eff} user(s) (of {n_users}, {n_bad} bad envelope(s))"
+    if math.isfinite(cfg.eps_local):
+        return PrivacyStatement(cfg.eps_local, 0.0, "local", "replace_one", note=why + "; local guarantee only")
+    return PrivacyStatement(math.inf, 0.0, "local", note=why + "; no local randomizer: no guarantee")
+
+
+def ingest_protocol_batch(state: AnalyzerState, cfg: TaskConfig, bid: bytes, b: Any) -> dict:
+    """Ingest one SDB2 batch of a protocol task: open, check, ``protocol.aggregate``, store.
+
+    The steps of :func:`ingest_batch` (decrypt outside the transaction; replay, retention and the
+    statistic's merge in one transaction), with the protocol in place of a local oracle: the
+    statistic is ``protocol.aggregate`` of the valid messages (with the ``"shuffler"`` column set
+    to the forwarding shuffler for a multi-shuffler protocol), the window's user count grows by
+    the batch's ``n_users``, and the ledger records the shuffler and its users.
+    """
+    p = cfg.protocol_object()
+    task_id = cfg.task_id
+    if not 0 <= b.shuffler < p.n_shufflers:
+        raise Problem(400, "invalidMessage", f"shuffler index {b.shuffler} is not in [0, {p.n_shufflers})", task_id)
+    if b.n_users < cfg.min_batch_size:
+        raise Problem(400, "insufficientReports", f"batch holds {b.n_users} users, the task's minimum batch size is "
+                      f"{cfg.min_batch_size}", task_id)
+    fields, ids, times, counts = _open_batch(state, cfg, b)
+    if p.n_shufflers > 1:
+        fields["shuffler"] = np.full(ids.shape[0], b.shuffler, dtype=np.int64)
+    valid = _check_messages(cfg, b.window, _AggregateValidator(p), fields, ids, times, counts)
+    with state.write_lock, state.engine.begin() as c:
+        prev = c.execute(select(analyzer_batches.c.result).where(analyzer_batches.c.batch_id == bid)).first()
+        if prev is not None:   # raced with an identical PUT that committed first
+            return json.loads(prev[0])
+        cand = _unreplayed(c, cfg, bid, ids, times, valid, counts)
+        n_valid = int(len(cand))
+        stat = np.asarray(p.aggregate(take_reports(fields, cand)))
+        _merge_statistic(c, task_id, b.window, b.crowd_id, stat, int(b.n_users))
+        n_bad = len(b.envelopes) - n_valid
+        st = protocol_statement(cfg, p, int(b.n_users), n_bad)
+        cw = np.unique(client_windows(cfg, times[cand])).tolist()
+        result = {"batch_id": bid.hex(), "received": len(b.envelopes), "valid": n_valid, "rejected": counts,
+                  "users": int(b.n_users), "shuffler": int(b.shuffler), "client_windows": cw,
+                  "privacy_statement_batch": _statement_json(st)}
+        c.execute(analyzer_ledger.insert().values(
+            batch_id=bid, task_id=task_id, window=b.window, crowd_id=b.crowd_id, n_released=len(b.envelopes),
+            n_valid=n_valid, eps_local=cfg.eps_local if math.isfinite(cfg.eps_local) else -1.0,
+            eps_central=st.eps if math.isfinite(st.eps) else -1.0, delta=st.delta, statement=str(st),
+            client_windows=json.dumps(cw), n_users=int(b.n_users), shuffler=int(b.shuffler)))
+        c.execute(analyzer_batches.insert().values(
+            batch_id=bid, task_id=task_id, crowd_id=b.crowd_id, window=b.window, n_received=len(b.envelopes),
+            n_valid=n_valid, result=json.dumps(result)))
+    return result
+
+
+def _unreplayed(c: Any, cfg: TaskConfig, bid: bytes, ids: np.ndarray, times: np.ndarray, valid: np.ndarray,
+                counts: dict) -> np.ndarray:
+    """Indices of the valid messages that are neither expired nor replayed; records their ids.
+
+    Inside the ingest transaction: messages whose time could belong to a batch past retention are
+    refused (``expired``), ids already stored are replays; the rest's ids are stored.
+    """
+    wm = c.execute(select(analyzer_retention.c.purged_before_window).where(
+        analyzer_retention.c.task_id == cfg.task_id)).scalar()
+    if wm is not None:
+        too_old = valid & (times <= refused_time_limit(cfg, int(wm)))
+        counts["expired"] = int(too_old.sum())
+        valid = valid & ~too_old
+    cand = np.flatnonzero(valid)
+    seen = existing_report_ids(c, cfg.task_id, np.ascontiguousarray(ids[cand]).tobytes())
+    if seen:
+        keep = np.array([bytes(ids[i]) not in seen for i in cand], dtype=bool)
+        counts["replayed"] += int((~keep).sum())
+        cand = cand[keep]
+    insert_report_ids(c, cfg.task_id, bid, np.ascontiguousarray(ids[cand]).tobytes())
+    return cand
+
+
+def _merge_statistic(c: Any, task_id: bytes, window: int, crowd: bytes, stat: np.ndarray, n: int) -> None:
+    """Add a batch's statistic (and its ``n``) to its (window, crowd) aggregate: statistics are mergeable."""
+    row = c.execute(select(analyzer_aggregates).where(
+        analyzer_aggregates.c.task_id == task_id, analyzer_aggregates.c.window == window,
+        analyzer_aggregates.c.crowd_id == crowd)).first()
+    if row is None:
+        c.execute(analyzer_aggregates.insert().values(
+            task_id=task_id, window=window, crowd_id=crowd, statistic=stat.tobytes(),
+            dtype=stat.dtype.str, shape=json.dumps(list(stat.shape)), n=n))
+    else:
+        old = np.frombuffer(row.statistic, dtype=row.dtype).reshape(json.loads(row.shape))
+        new = old + stat
+        c.execute(update(analyzer_aggregates).where(
+            analyzer_aggregates.c.task_id == task_id, analyzer_aggregates.c.window == window,
+            analyzer_aggregates.c.crowd_id == crowd).values(
+            statistic=new.tobytes(), dtype=new.dtype.str, shape=json.dumps(list(new.shape)), n=row.n + n))
+
+
+def compose_over_client_windows(cfg: TaskConfig, releases: list[tuple[list[int], float, float]],
+                                unit: str) -> tuple[PrivacyStatement, dict[int, float]]:
+    """The guarantee of everything released from ``releases``: ``(client windows, eps, delta)`` each.
+
+    A ``unit`` of release is a batch (local-oracle tasks: each batch is amplified on its own) or a
+    window's release (protocol tasks: all shufflers' batches of one window together). Returns the
+    statement and the weakest eps per client window.
+    """
     # privacy (see docs/services.md, "Privacy statements"): a client sends at most k reports per
     # client window; each report lies in one batch b (holding reports of the client windows W_b),
     # so a user has c_b <= min(k |W_b|, K) reports in b, K = k |W| over all client windows W.
@@ -414,11 +512,9 @@ def estimates(state: AnalyzerState, task_id: bytes, crowd: bytes | None = None, 
     k = cfg.client_policy.max_reports_per_window
     per_cw: dict[int, float] = {}
     spans: list[tuple[int, float, float]] = []
-    for r in ledger:
-        e = math.inf if r.eps_central < 0 else r.eps_central
-        ws = _ledger_windows(cfg, r)
+    for ws, e, d in releases:
         if ws:
-            spans.append((len(ws), e, r.delta))
+            spans.append((len(ws), e, d))
         for w in ws:
             per_cw[w] = max(per_cw.get(w, 0.0), e)
     n_reports = k * len(per_cw)
@@ -444,8 +540,102 @@ def estimates(state: AnalyzerState, task_id: bytes, crowd: bytes | None = None, 
         st = PrivacyStatement(eps_tot, delta_tot, model, "replace_one",
                               gamma=cfg.honest_fraction if model == "shuffle" else 1.0,
                               note=f"{len(per_cw)} client window(s) x {k} report(s)/window: group privacy per "
-                                   f"batch + basic composition over batches (weakest batch per client window); "
+                                   f"{unit} + basic composition over {unit}s (weakest {unit} per client window); "
                                    f"eps0={cfg.eps_local:g}")
+    return st, per_cw
+
+
+def protocol_estimates(cfg: TaskConfig, rows: list, ledger: list, level: float) -> dict:
+    """Estimates of a protocol task: one release per (window, crowd), summed over releases.
+
+    A window's release is every shuffler's batch of that window: its users are
+    ``protocol.count_users`` of the users each shuffler delivered, its estimate
+    ``protocol.estimate(statistic, n_w)`` and its guarantee :func:`protocol_statement`. Releases
+    are independent runs of the protocol on different users' reports, so their estimated totals
+    add (variances add) and their guarantees compose over client windows
+    (:func:`compose_over_client_windows`). A multi-shuffler window is used only once every shuffler
+    has delivered its batch (the protocol's estimate assumes all of them, e.g. all of MURS's fakes);
+    until then it is listed in ``waiting``.
+    """
+    p = cfg.protocol_object()
+    by_key: dict[tuple[int, bytes], list] = {}
+    for r in ledger:
+        by_key.setdefault((int(r.window), bytes(r.crowd_id)), []).append(r)
+    values = var = None
+    kind, n_total, releases, items, waiting = "count", 0, [], [], []
+    models: set[str] = set()
+    for r in sorted(rows, key=lambda r: (int(r.window), bytes(r.crowd_id))):
+        key = (int(r.window), bytes(r.crowd_id))
+        parts = by_key.get(key, [])
+        users = np.zeros(p.n_shufflers, dtype=np.int64)
+        for b in parts:
+            users[int(b.shuffler or 0)] += int(b.n_users or 0)
+        present = sorted({int(b.shuffler or 0) for b in parts})
+        n_w = p.count_users(users)
+        info = {"window": key[0], "crowd": key[1].hex(), "users": n_w, "users_per_shuffler": users.tolist(),
+                "shufflers_delivered": present}
+        if len(present) < p.n_shufflers or n_w < 1:
+            waiting.append(info)
+            continue
+        stat = np.frombuffer(r.statistic, dtype=r.dtype).reshape(json.loads(r.shape))
+        est = p.estimate(stat, n_w)
+        n_bad = int(sum(int(b.n_released) - int(b.n_valid) for b in parts))
+        st = single = protocol_statement(cfg, p, n_w, n_bad)
+        models.add(st.model)
+        cws = sorted({w for b in parts for w in _ledger_windows(cfg, b)})
+        items.append((cws, st.eps, st.delta))
+        info["privacy_statement"] = _statement_json(st)
+        releases.append(info)
+        v, se = np.asarray(est.values, dtype=np.float64), np.asarray(est.stderr, dtype=np.float64)
+        values = v.copy() if values is None else values + v
+        var = se**2 if var is None else var + se**2
+        kind, n_total = est.kind, n_total + n_w
+    if values is None:
+        raise Problem(404, "noData", f"no complete release yet: {len(waiting)} window(s) wait for shufflers "
+                      f"{sorted(set(range(p.n_shufflers)) - set(waiting[0]['shufflers_delivered'])) if waiting else []}",
+                      cfg.task_id)
+    st, per_cw = compose_over_client_windows(cfg, items, "release")
+    k = cfg.client_policy.max_reports_per_window
+    if len(releases) == 1 and k * len(items[0][0]) <= 1:
+        st = single   # one release, one report per user in it: exactly protocol.privacy(n)
+    elif len(models) == 1 and math.isfinite(st.eps) and "vacuous" not in st.note:
+        st = dataclasses.replace(st, model=models.pop())   # e.g. "central" for a cdp_* protocol
+    est = Estimate(values, np.sqrt(var), n_total, st, kind)
+    lo, hi = est.ci(level)
+    meets = bool(len(releases) == 1 and st.eps <= p.epsilon and st.delta <= p.delta)
+    return {"task_id": cfg.task_id.hex(), "protocol": cfg.protocol, "n": n_total, "kind": est.kind,
+            "estimate": est.values.tolist(), "std_error": est.stderr.tolist(), "ci_level": level,
+            "ci_low": lo.tolist(), "ci_high": hi.tolist(), "privacy_statement": _statement_json(st),
+            "meets_target": meets, "windows": sorted({r["window"] for r in releases}),
+            "client_windows": sorted(per_cw), "batches": len(ledger), "releases": releases, "waiting": waiting}
+
+
+def estimates(state: AnalyzerState, task_id: bytes, crowd: bytes | None = None, from_window: int | None = None,
+              to_window: int | None = None, level: float = 0.95) -> dict:
+    """Merged estimate over windows/crowds with its privacy statement (composition over windows)."""
+    cfg = state.task(task_id)
+    q = select(analyzer_aggregates).where(analyzer_aggregates.c.task_id == task_id)
+    lq = select(analyzer_ledger).where(analyzer_ledger.c.task_id == task_id)
+    if crowd is not None:
+        q, lq = q.where(analyzer_aggregates.c.crowd_id == crowd), lq.where(analyzer_ledger.c.crowd_id == crowd)
+    if from_window is not None:
+        q, lq = q.where(analyzer_aggregates.c.window >= from_window), lq.where(analyzer_ledger.c.window >= from_window)
+    if to_window is not None:
+        q, lq = q.where(analyzer_aggregates.c.window <= to_window), lq.where(analyzer_ledger.c.window <= to_window)
+    with state.engine.connect() as c:
+        rows = c.execute(q).all()
+        ledger = c.execute(lq).all()
+    if not rows:
+        raise Problem(404, "noData", "no aggregated reports for this selection", task_id)
+    if cfg.protocol is not None:
+        return protocol_estimates(cfg, rows, ledger, level)
+    stat = sum(np.frombuffer(r.statistic, dtype=r.dtype).reshape(json.loads(r.shape)) for r in rows)
+    n = int(sum(r.n for r in rows))
+    mech = cfg.mechanism_object()
+    est = mech.estimate(stat, n)
+    st, per_cw = compose_over_client_windows(
+        cfg, [(_ledger_windows(cfg, r), math.inf if r.eps_central < 0 else r.eps_central, r.delta) for r in ledger],
+        "batch")
     out = {"task_id": task_id.hex(), "n": n, "windows": sorted({int(r.window) for r in rows}),
            "client_windows": sorted(per_cw), "batches": len(ledger)}
     if cfg.central_mode:

@@ -37,13 +37,14 @@ from ..core.rng import as_generator, secure_rng
 from .config import TaskConfig
 from .hpke import AEAD_AES_128_GCM, KDF_HKDF_SHA256
 from .wire import (MAX_CROWD_LEN, MAX_ENVELOPE_LEN, MAX_UPLOAD_BYTES, MAX_UPLOAD_REPORTS, UPLOAD_HEADER_LEN,
-                   KeyConfig, check_envelope_fits, decode_key_list, encode_upload, seal_report, upload_item_len)
+                   UPLOAD_MESSAGE, UPLOAD_USER, USER_MARKER_LEN, KeyConfig, check_envelope_fits, decode_key_list,
+                   encode_upload, encode_upload_v2, marker_digest, seal_report, upload_item_len)
 
 if TYPE_CHECKING:  # httpx (with its CLI dependencies) is imported when a client is constructed
     import httpx
 
 __all__ = ["ShuffleDPClient", "BudgetExceededError", "ConfigError", "fetch_task", "encode_reports",
-           "seal_many", "upload"]
+           "seal_many", "upload", "encode_protocol_messages", "upload_protocol_users", "user_markers"]
 
 SDK_USER_AGENT = "shuffledp-sdk/1"
 #: the shuffler's limits per upload request (``wire.MAX_UPLOAD_BYTES``, ``wire.MAX_UPLOAD_REPORTS``);
@@ -94,6 +95,16 @@ def _check_min_batch_size(cfg: TaskConfig) -> None:
     The analyzer advertises ``min_batch_size``; a smaller value than the task's own eps0 and
     central target require would let batches too small for the advertised guarantee through.
     """
+    if cfg.protocol is not None:
+        from .config import protocol_min_batch_size
+        try:
+            need_users = protocol_min_batch_size(cfg.protocol_object(), cfg.min_batch_size_floor)
+        except ValidationError as e:
+            raise ConfigError(f"task's protocol cannot be built: {e}") from e
+        if cfg.min_batch_size < need_users:
+            raise ConfigError(f"task advertises min_batch_size {cfg.min_batch_size}, but its protocol "
+                              f"{cfg.protocol['name']!r} is calibrated for {need_users} users per batch; refused")
+        return
     if cfg.mechanism.get("kind") in ("test", "central"):
         return   # no amplification claimed: the floor is the threshold (checked above)
     import math
@@ -131,17 +142,87 @@ def encode_reports(cfg: TaskConfig, values: Any, now: float, rng: None = None, m
     return cfg.report_schema.encode(reports, ids, times)
 
 
+def encode_protocol_messages(cfg: TaskConfig, values: Any, now: float, rng: None = None
+                             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Vectorized encode of many clients of a protocol task (simulated clients: demo, benchmarks).
+
+    Returns ``(plaintexts, route, users)``: one plaintext row per message (the protocol's message,
+    a fresh random 16-byte message id, the client time truncated to ``time_precision``), the
+    shuffler each message goes to, and the number of users each shuffler serves (one user marker
+    each). As :func:`encode_reports`, one cryptographic generator covers the whole call.
+    """
+    p = cfg.protocol_object()
+    rng = as_generator(rng, production=True)
+    values = np.asarray(values)
+    n = int(values.shape[0])
+    msgs = dict(p.encode(values, rng))
+    route = np.asarray(msgs.pop("shuffler", np.zeros(_rows(msgs), dtype=np.int64)), dtype=np.int64)
+    m = _rows(msgs)
+    ids = np.frombuffer(secrets.token_bytes(16 * m), dtype=np.uint8).reshape(m, 16)
+    times = np.full(m, int(now) // cfg.time_precision, dtype=np.int64)
+    pts = cfg.report_schema.encode(msgs, ids, times)
+    s = p.n_shufflers
+    if s == 1:
+        users = np.array([n], dtype=np.int64)
+    elif p.user_routing == "every":
+        users = np.full(s, n, dtype=np.int64)
+    elif m == n:   # one message per user: a user is served by its message's shuffler
+        users = np.bincount(route, minlength=s).astype(np.int64)
+    else:
+        raise ValidationError(f"{p.name}: users spread over shufflers with several messages each cannot be "
+                              "encoded in bulk; use ShuffleDPClient per user", parameter="protocol")
+    return pts, route, users
+
+
+def upload_protocol_users(http: httpx.Client, cfg: TaskConfig, key: KeyConfig, shuffler_urls: list[str],
+                          values: Any, now: float, crowd: bytes = b"", chunk: int = 5000
+                          ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Simulated clients of a protocol task in bulk: encode, seal each message, upload with markers.
+
+    Every message goes to its shuffler (``shuffler_urls`` in the deployment's order) in requests
+    of at most ``chunk`` items; each shuffler also gets one user marker per user it serves.
+    Returns ``(plaintexts, route, acknowledged)`` (the plaintexts the analyzer will open, the
+    shuffler of each, and the number of items the shufflers accepted).
+    """
+    pts, route, users = encode_protocol_messages(cfg, values, now)
+    envs = seal_many(cfg, key, pts, crowd)
+    acked = 0
+    for j, url in enumerate(shuffler_urls):
+        mine = [(crowd, envs[i]) for i in np.flatnonzero(route == j)]
+        marks = user_markers(int(users[j]))
+        for s in range(0, max(len(mine), len(marks), 1), chunk):
+            r = upload(http, url, cfg.task_id, mine[s:s + chunk], markers=marks[s:s + chunk], marker_crowd=crowd)
+            acked += int(r["accepted"])
+    return pts, route, acked
+
+
+def _rows(msgs: dict) -> int:
+    return int(next(iter(msgs.values())).shape[0]) if msgs else 0
+
+
+def user_markers(k: int) -> list[bytes]:
+    """``k`` fresh user markers (16 random bytes each; one per user per shuffler it reaches)."""
+    return [secrets.token_bytes(USER_MARKER_LEN) for _ in range(k)]
+
+
 def seal_many(cfg: TaskConfig, key: KeyConfig, plaintexts: np.ndarray, crowd: bytes) -> list[bytes]:
     """Seal each plaintext row individually (one HPKE encapsulation per report)."""
     return [seal_report(key, cfg.task_id, cfg.digest, crowd, row.tobytes()) for row in plaintexts]
 
 
 def upload(http: httpx.Client, shuffler_url: str, task_id: bytes, items: list[tuple[bytes, bytes]],
-           client_token: str | None = None) -> dict:
+           client_token: str | None = None, markers: list[bytes] | None = None, marker_crowd: bytes = b"") -> dict:
+    """Upload ``(crowd, envelope)`` items; with ``markers`` (protocol tasks) an SDU2 body that also
+    carries those user markers (in crowd ``marker_crowd``)."""
     headers = {"content-type": "application/vnd.shuffledp.upload"}
     if client_token is not None:
         headers["authorization"] = f"Bearer {client_token}"
-    r = http.post(f"{shuffler_url}/v1/tasks/{task_id.hex()}/reports", content=encode_upload(items), headers=headers)
+    if markers is None:
+        body = encode_upload(items)
+    else:
+        body = encode_upload_v2([(UPLOAD_MESSAGE, c, e) for c, e in items]
+                                + [(UPLOAD_USER, marker_crowd, mk) for mk in markers])
+    r = http.post(f"{shuffler_url}/v1/tasks/{task_id.hex()}/reports", content=body, headers=headers)
     r.raise_for_status()
     return r.json()
 
@@ -191,8 +272,15 @@ class ShuffleDPClient:
         self.crowd = crowd
         if isinstance(shuffler_url, dict):
             shuffler_url = shuffler_url[crowd.hex()]
-        self.shuffler_url = shuffler_url.rstrip("/")
-        self.mech = self.cfg.mechanism_object()
+        urls = [shuffler_url] if isinstance(shuffler_url, str) else list(shuffler_url)
+        if len(urls) != self.cfg.n_shufflers or not all(isinstance(u, str) for u in urls):
+            raise ValidationError(f"the task's protocol uses {self.cfg.n_shufflers} shuffler(s): give shuffler_url as "
+                                  f"a list of {self.cfg.n_shufflers} URL(s) in the deployment's shuffler order",
+                                  parameter="shuffler_url")
+        self.shuffler_urls = [u.rstrip("/") for u in urls]
+        self.shuffler_url = self.shuffler_urls[0]
+        self.protocol = self.cfg.protocol_object() if self.cfg.protocol is not None else None
+        self.mech = self.cfg.mechanism_object() if self.protocol is None else None
         self.max_outbox = max_outbox
         self.upload_max_bytes = UPLOAD_MAX_BYTES
         self.upload_max_reports = UPLOAD_MAX_REPORTS
@@ -205,6 +293,10 @@ class ShuffleDPClient:
             CREATE TABLE IF NOT EXISTS ledger(task BLOB, period TEXT, count INTEGER, PRIMARY KEY(task, period));
             CREATE TABLE IF NOT EXISTS memo(task BLOB, value TEXT, message TEXT, PRIMARY KEY(task, value));
             CREATE TABLE IF NOT EXISTS stats(name TEXT PRIMARY KEY, value INTEGER);""")
+        cols = {r[1] for r in self.db.execute("PRAGMA table_info(outbox)")}
+        if "shuffler" not in cols:   # outboxes written before protocol tasks: all messages, shuffler 0
+            self.db.execute("ALTER TABLE outbox ADD COLUMN shuffler INTEGER NOT NULL DEFAULT 0")
+            self.db.execute("ALTER TABLE outbox ADD COLUMN kind INTEGER NOT NULL DEFAULT 0")
 
     # ------------------------------------------------------------------ budget
     def _periods(self, now: float) -> tuple[str, str]:
@@ -227,7 +319,10 @@ class ShuffleDPClient:
                                   (self.cfg.task_id, key)).fetchone()
             if row:
                 return {k: np.asarray(v, dtype=dt) for k, (v, dt) in json.loads(row[0]).items()}
-        rep = self.mech.randomize(np.asarray([value]), secure_rng())
+        if self.protocol is not None:   # one user's messages (several for a multi-message protocol)
+            rep = dict(self.protocol.encode(np.asarray([value]), secure_rng()))
+        else:
+            rep = self.mech.randomize(np.asarray([value]), secure_rng())
         if self.cfg.client_policy.memoize:
             self.db.execute("INSERT OR IGNORE INTO memo VALUES (?,?,?)", (self.cfg.task_id, key, json.dumps(
                 {k: (v.tolist(), v.dtype.str) for k, v in rep.items()})))
@@ -252,26 +347,54 @@ class ShuffleDPClient:
                         f"client policy allows at most {cap} report(s) per {'window' if p == pw else 'day'} for "
                         f"task {self.cfg.name!r}; {used} already sent", parameter="client_policy")
             rep = self._message(value)
-            ids = np.frombuffer(secrets.token_bytes(16), dtype=np.uint8).reshape(1, 16)
-            pt = self.cfg.report_schema.encode(rep, ids, np.array([int(now) // self.cfg.time_precision]))
-            env = seal_report(self.key, self.cfg.task_id, self.cfg.digest, self.crowd, pt[0].tobytes())
-            d = hashlib.sha256(env).digest()
+            rows = self._sealed_rows(rep, now)
+            d = rows[0][0]
             for p in (pw, pd):
                 self.db.execute("INSERT INTO ledger VALUES (?,?,1) ON CONFLICT(task, period) DO UPDATE "
                                 "SET count = count + 1", (self.cfg.task_id, p))
             n_out = self.db.execute("SELECT count(*) FROM outbox").fetchone()[0]
-            if n_out >= self.max_outbox:
-                self.db.execute("DELETE FROM outbox WHERE rowid = (SELECT min(rowid) FROM outbox)")
-                self._stat("outbox_dropped", 1)
+            if n_out + len(rows) > self.max_outbox:
+                k = n_out + len(rows) - self.max_outbox
+                self.db.execute("DELETE FROM outbox WHERE rowid IN (SELECT rowid FROM outbox ORDER BY rowid LIMIT ?)",
+                                (k,))
+                self._stat("outbox_dropped", k)
             # the plaintext (an eps-LDP output + random id) is kept so a report refused with
             # outdatedConfig can be re-sealed once under the analyzer's new key
-            self.db.execute("INSERT INTO outbox(digest, task, crowd, envelope, plaintext) VALUES (?,?,?,?,?)",
-                            (d, self.cfg.task_id, self.crowd, env, pt[0].tobytes()))
+            self.db.executemany("INSERT INTO outbox(digest, task, crowd, envelope, plaintext, shuffler, kind) "
+                                "VALUES (?,?,?,?,?,?,?)",
+                                [(dg, self.cfg.task_id, self.crowd, env, pt, j, kind) for dg, env, pt, j, kind in rows])
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
         return d
+
+    def _sealed_rows(self, rep: dict[str, np.ndarray], now: float) -> list[tuple[bytes, bytes, bytes | None, int, int]]:
+        """Outbox rows ``(digest, envelope, plaintext, shuffler, kind)`` for one report.
+
+        Each message is sealed separately under a fresh random id (multi-message protocols send
+        several envelopes, unlinkable to one another); a protocol report adds one user marker for
+        every shuffler its messages go to (shuffler 0 when it has none), which is how the shufflers
+        count users without linking messages. The first row's digest is the report's receipt.
+        """
+        rep = dict(rep)
+        route = np.asarray(rep.pop("shuffler", np.zeros(_rows(rep), dtype=np.int64)), dtype=np.int64)
+        m = _rows(rep)
+        ids = np.frombuffer(secrets.token_bytes(16 * m), dtype=np.uint8).reshape(m, 16)
+        pts = self.cfg.report_schema.encode(rep, ids, np.full(m, int(now) // self.cfg.time_precision))
+        rows = []
+        for i in range(m):   # one HPKE encapsulation per message (a handful per user)
+            env = seal_report(self.key, self.cfg.task_id, self.cfg.digest, self.crowd, pts[i].tobytes())
+            rows.append((hashlib.sha256(env).digest(), env, pts[i].tobytes(), int(route[i]), UPLOAD_MESSAGE))
+        if self.protocol is not None:
+            reached = sorted(set(route.tolist())) or [0]
+            if self.protocol.user_routing == "one" and len(reached) > 1:
+                raise ValidationError(f"{self.protocol.name} routes one user's messages to several shufflers but "
+                                      "counts each user at one of them", parameter="protocol")
+            for j in reached:
+                mk = secrets.token_bytes(USER_MARKER_LEN)
+                rows.append((marker_digest(mk), mk, None, int(j), UPLOAD_USER))
+        return rows
 
     def _stat(self, name: str, by: int) -> None:
         self.db.execute("INSERT INTO stats VALUES (?,?) ON CONFLICT(name) DO UPDATE SET value = value + ?",
@@ -315,15 +438,25 @@ class ShuffleDPClient:
         announced but the shuffler has not registered yet) and other 4xx. After ``max_attempts``
         consecutive failures ``flush`` returns; the reports stay queued for the next call.
         """
+        out = {"sent": 0, "refused": 0}
+        for j, url in enumerate(self.shuffler_urls):   # each shuffler gets the messages routed to it
+            r = self._flush_to(j, url, max_attempts, batch, base_delay)
+            out["sent"] += r["sent"]
+            out["refused"] += r["refused"]
+        return {**out, "left": self.pending()}
+
+    def _flush_to(self, shuffler: int, url: str, max_attempts: int, batch: int, base_delay: float) -> dict:
+        """:meth:`flush` for the outbox rows routed to shuffler ``shuffler`` at ``url``."""
         import httpx
 
         sent = refused = 0
         attempt = 0
         isolate: int | None = None   # request size while isolating a report refused with 400
+        v2 = self.protocol is not None
         while True:
             cap = min(batch, self.upload_max_reports, isolate or batch)
-            rows = self.db.execute("SELECT digest, crowd, envelope, plaintext, attempts FROM outbox "
-                                   "ORDER BY rowid LIMIT ?", (cap,)).fetchall()
+            rows = self.db.execute("SELECT digest, crowd, envelope, plaintext, attempts, kind FROM outbox "
+                                   "WHERE shuffler = ? ORDER BY rowid LIMIT ?", (shuffler, cap)).fetchall()
             if not rows:
                 break
             unframeable = [row for row in rows if len(row[2]) > MAX_ENVELOPE_LEN or len(row[1]) > MAX_CROWD_LEN]
@@ -331,14 +464,16 @@ class ShuffleDPClient:
                 self._refuse(unframeable, "reportTooLarge")
                 refused += len(unframeable)
                 continue
-            rows = rows[:_fitting(rows, self.upload_max_bytes)]
+            rows = rows[:_fitting(rows, self.upload_max_bytes - (len(rows) if v2 else 0))]
             r = None
             headers = {"content-type": "application/vnd.shuffledp.upload"}
             if self.client_token is not None:
                 headers["authorization"] = f"Bearer {self.client_token}"
+            body = (encode_upload_v2([(k, c, e) for _d, c, e, _p, _a, k in rows]) if v2
+                    else encode_upload([(c, e) for _d, c, e, _p, _a, _k in rows]))
             try:
-                r = self.http.post(f"{self.shuffler_url}/v1/tasks/{self.cfg.task_id.hex()}/reports",
-                                   content=encode_upload([(c, e) for _d, c, e, _p, _a in rows]), headers=headers)
+                r = self.http.post(f"{url}/v1/tasks/{self.cfg.task_id.hex()}/reports", content=body,
+                                   headers=headers)
                 status = r.status_code
             except httpx.HTTPError:
                 status = None
@@ -346,7 +481,8 @@ class ShuffleDPClient:
                 log.warning("shuffler refused this client's token (401); reports kept, retrying")
             if status == 200:
                 errs = {e["i"]: e["error"] for e in r.json().get("errors", [])}
-                outdated = [i for i, err in errs.items() if err == "outdatedConfig" and rows[i][4] == 0]
+                outdated = [i for i, err in errs.items()
+                            if err == "outdatedConfig" and rows[i][4] == 0 and rows[i][5] == UPLOAD_MESSAGE]
                 if outdated:  # refetch the analyzer's keys (from the analyzer) and re-seal once
                     self.cfg, self.key = fetch_task(self.http, self.analyzer_url, self.cfg.task_id,
                                                     self.cfg.test_only)
@@ -355,9 +491,10 @@ class ShuffleDPClient:
                 for i in outdated:
                     pt = rows[i][3]
                     env = seal_report(self.key, self.cfg.task_id, self.cfg.digest, rows[i][1], pt)
-                    self.db.execute("INSERT OR IGNORE INTO outbox(digest, task, crowd, envelope, plaintext, attempts) "
-                                    "VALUES (?,?,?,?,?,1)", (hashlib.sha256(env).digest(), self.cfg.task_id,
-                                                             rows[i][1], env, pt))
+                    self.db.execute("INSERT OR IGNORE INTO outbox(digest, task, crowd, envelope, plaintext, attempts, "
+                                    "shuffler, kind) VALUES (?,?,?,?,?,1,?,?)",
+                                    (hashlib.sha256(env).digest(), self.cfg.task_id, rows[i][1], env, pt, shuffler,
+                                     UPLOAD_MESSAGE))
                 reasons: dict[str, int] = {}
                 for i, err in errs.items():
                     if i not in outdated:
@@ -391,7 +528,7 @@ class ShuffleDPClient:
             if retry_after.isdigit():
                 delay = max(delay, float(retry_after))
             time.sleep(min(delay, 30.0))
-        return {"sent": sent, "refused": refused, "left": self.pending()}
+        return {"sent": sent, "refused": refused}
 
     def close(self) -> None:
         self.db.close()

@@ -44,7 +44,7 @@ MAX_DOMAIN = 2**31 - 1                  # mechanism params.d
 
 #: The fields a task creation request may carry (``POST /v1/tasks``); the task id is chosen by the
 #: analyzer and the time-precision floor is a server setting, so neither is a request field.
-TASK_FIELDS = frozenset({"name", "mechanism", "target_central", "time_precision", "batch_window",
+TASK_FIELDS = frozenset({"name", "mechanism", "protocol", "target_central", "time_precision", "batch_window",
                          "max_wait_windows", "tolerable_clock_skew", "crowds", "min_batch_size_floor",
                          "honest_fraction", "client_policy", "retention_days", "central_mode", "drop_noise"})
 
@@ -174,6 +174,90 @@ def _build_mechanism(spec: dict) -> Any:
                           parameter="mechanism.kind")
 
 
+_PROTOCOLS: dict[bytes, Any] = {}
+PROTOCOL_SPEC_FIELDS = frozenset({"name", "epsilon", "delta", "n", "params"})
+
+
+def build_protocol(spec: Any) -> Any:
+    """Build the registry protocol a task names: ``{"name", "epsilon", "delta", "n", "params"}``.
+
+    Memoized per canonical spec (a protocol's calibration may search over parameters; the
+    analyzer, the shufflers and the clients build the same object from the same configuration).
+    A malformed spec raises ValidationError naming ``protocol`` or the offending ``protocol.*``.
+    """
+    if not isinstance(spec, dict) or not set(spec) <= PROTOCOL_SPEC_FIELDS or "name" not in spec:
+        raise ValidationError(f"protocol must be an object with fields {sorted(PROTOCOL_SPEC_FIELDS)} ('name' "
+                              f"required), got {spec!r}"[:300], parameter="protocol")
+    key = canonical_json(spec)
+    p = _PROTOCOLS.get(key)
+    if p is not None:
+        return p
+    from ..shuffle.registry import protocol as make_protocol
+    params = spec.get("params", {})
+    if not isinstance(params, dict):
+        raise ValidationError("protocol.params must be an object", parameter="protocol.params")
+    name = spec["name"]
+    if not isinstance(name, str):
+        raise ValidationError(f"protocol.name must be a registry name, got {name!r}", parameter="protocol.name")
+    kw: dict[str, Any] = {}
+    if "epsilon" in spec:
+        kw["epsilon"] = check_real(spec["epsilon"], "protocol.epsilon", low=0.0, low_open=True)
+    if "delta" in spec:
+        kw["delta"] = check_real(spec["delta"], "protocol.delta", low=0.0, high=1.0, high_open=True)
+    if "n" in spec:
+        kw["n"] = _int_field(spec["n"], "protocol.n", 1, MAX_BATCH_FLOOR)
+    try:
+        p = make_protocol(name, **kw, **params)
+    except ValidationError as e:
+        param = e.parameter or ""
+        if param in ("name",):
+            param = "protocol.name"
+        elif param and not param.startswith("protocol"):
+            param = f"protocol.{param}" if param in ("epsilon", "delta", "n") else f"protocol.params.{param}"
+        raise ValidationError(str(e), parameter=param or "protocol") from None
+    except (TypeError, ValueError, OverflowError) as e:
+        raise ValidationError(f"protocol {name!r} cannot be built from {params!r}: {e}"[:400],
+                              parameter="protocol.params") from e
+    if p.model == "shuffle" and p.n_shufflers > 255:
+        raise ValidationError("a deployment has at most 255 shufflers", parameter="protocol")
+    if len(_PROTOCOLS) > 256:
+        _PROTOCOLS.clear()
+    _PROTOCOLS[key] = p
+    return p
+
+
+def _with_drawn_protocol_hash_seed(spec: Any) -> Any:
+    """``ldp_oracle`` over CMS/HCMS: a new task draws the hash family's seed (recorded in the task)."""
+    if not isinstance(spec, dict) or spec.get("name") != "ldp_oracle" or not isinstance(spec.get("params"), dict):
+        return spec
+    params = spec["params"]
+    oracle = params.get("oracle")
+    op = params.get("oracle_params") or {}
+    if not (isinstance(oracle, str) and oracle.lower() in HASH_FAMILY_ORACLES and isinstance(op, dict)
+            and "hash_seed" not in op and op.get("hash_table") is None):
+        return spec
+    from ..local.apple import draw_hash_seed
+    return {**spec, "params": {**params, "oracle_params": {**op, "hash_seed": draw_hash_seed()}}}
+
+
+def protocol_min_batch_size(p: Any, floor: int) -> int:
+    """Users a shuffler must hold before it releases a batch of protocol ``p``.
+
+    A single-shuffler shuffle-model protocol is calibrated for ``p.n`` users: fewer would release
+    with a weaker guarantee than its target, so each batch waits for ``max(floor, n)`` users. With
+    several shufflers a batch is one shuffler's part of a release: when every user reaches every
+    shuffler each part holds all ``n``; when users are spread over the shufflers no single part
+    can be held to ``n``, and the floor applies (the analyzer states the guarantee of each
+    window's release, ``privacy(n_w)``, from the users all shufflers delivered). Local- and
+    central-model protocols do not depend on the batch: the floor applies.
+    """
+    if p.model != "shuffle":
+        return floor
+    if p.n_shufflers == 1 or p.user_routing == "every":
+        return max(floor, int(p.n))
+    return floor
+
+
 @dataclass(frozen=True)
 class ClientPolicy:
     """Per-client caps enforced by the SDK (Apple-style): the only place per-user budgets live."""
@@ -214,6 +298,10 @@ class TaskConfig:
     central_mode: dict | None = None  # {"eps_per_query", "query_budget_eps"} when the analyzer adds noise
     drop_noise: dict | None = None    # {"eps", "delta"}: DP random drop before thresholding (shuffler)
     version: int = 1
+    #: a registry protocol ``{"name", "epsilon", "delta", "n", "params"}`` (``shuffledp.shuffle.protocol``):
+    #: its encoder runs on the clients, its shuffler side on the shufflers, its aggregate, estimate and
+    #: ``privacy(n)`` on the analyzer. ``None`` for a task that names a local oracle (``mechanism``).
+    protocol: dict | None = None
 
     # -------------------------------------------------------------- serialisation
     def to_json(self) -> dict:
@@ -227,6 +315,7 @@ class TaskConfig:
             "min_batch_size": self.min_batch_size, "client_policy": asdict(self.client_policy),
             "retention_days": self.retention_days, "test_only": self.test_only, "central_mode": self.central_mode,
             "drop_noise": self.drop_noise,
+            **({"protocol": self.protocol} if self.protocol is not None else {}),
         }
 
     @classmethod
@@ -242,7 +331,7 @@ class TaskConfig:
                 honest_fraction=float(o["honest_fraction"]), min_batch_size=int(o["min_batch_size"]),
                 client_policy=ClientPolicy(**o["client_policy"]), retention_days=int(o["retention_days"]),
                 test_only=bool(o.get("test_only", False)), central_mode=o.get("central_mode"),
-                drop_noise=o.get("drop_noise"), version=int(o.get("v", 1)))
+                drop_noise=o.get("drop_noise"), version=int(o.get("v", 1)), protocol=o.get("protocol"))
         except (KeyError, TypeError, ValueError) as e:
             raise ValidationError(f"malformed task configuration: {e}", parameter="config") from e
 
@@ -260,8 +349,21 @@ class TaskConfig:
     def mechanism_object(self) -> Any:
         return build_mechanism(self.mechanism)
 
+    def protocol_object(self) -> Any:
+        """The task's registry protocol (built once per configuration and process)."""
+        if self.protocol is None:
+            raise ValidationError("this task names a local oracle, not a protocol", parameter="protocol")
+        return build_protocol(self.protocol)
+
+    @property
+    def n_shufflers(self) -> int:
+        return int(self.protocol_object().n_shufflers) if self.protocol is not None else 1
+
     @property
     def eps_local(self) -> float:
+        if self.protocol is not None:
+            lr = self.protocol_object().local_randomizer
+            return float(lr.epsilon) if lr is not None else math.inf
         if self.mechanism.get("kind") in ("test", "central"):
             return math.inf
         return float(self.mechanism.get("epsilon", math.inf))
@@ -296,7 +398,8 @@ def _check(cond: bool, msg: str, param: str) -> None:
         raise ValidationError(msg, parameter=param)
 
 
-def create_task_config(*, name: str, mechanism: dict, target_central: dict, time_precision: int = 3600,
+def create_task_config(*, name: str, mechanism: dict | None = None, target_central: dict | None = None,
+                       protocol: dict | None = None, time_precision: int = 3600,
                        batch_window: int = 86400, max_wait_windows: int = 3, tolerable_clock_skew: int = 3600,
                        crowds: list[bytes] | None = None, min_batch_size_floor: int = 100,
                        honest_fraction: float = 1.0, client_policy: dict | None = None,
@@ -318,36 +421,26 @@ def create_task_config(*, name: str, mechanism: dict, target_central: dict, time
     from .accounting_bridge import group_bound, min_batch_size
 
     _check(isinstance(name, str) and 0 < len(name) <= 200, "name must be a non-empty string (<= 200 chars)", "name")
+    _check((mechanism is None) != (protocol is None), "a task names exactly one of protocol (a registry protocol) "
+           "and mechanism (a local oracle)", "protocol")
+    if protocol is not None:
+        return _create_protocol_task(name=name, protocol=protocol, target_central=target_central,
+                                     time_precision=time_precision, batch_window=batch_window,
+                                     max_wait_windows=max_wait_windows, tolerable_clock_skew=tolerable_clock_skew,
+                                     crowds=crowds, min_batch_size_floor=min_batch_size_floor,
+                                     honest_fraction=honest_fraction, client_policy=client_policy,
+                                     retention_days=retention_days, central_mode=central_mode,
+                                     drop_noise=drop_noise, task_id=task_id, min_time_precision=min_time_precision)
+    _check(target_central is not None, "a mechanism task needs target_central {eps, delta}", "target_central")
     mechanism = _with_drawn_hash_seed(mechanism)
     mech = build_mechanism(mechanism)  # validates registry name + parameters
-    min_time_precision = _int_field(min_time_precision, "min_time_precision", 1, MAX_BATCH_WINDOW)
-    time_precision = _int_field(time_precision, "time_precision", 1, MAX_BATCH_WINDOW)
-    _check(time_precision >= min_time_precision,
-           f"time_precision must be >= {min_time_precision} s, got {time_precision}: a finer report time (and "
-           f"batch window) tells the shuffler and the analyzer when each report was sent, which links it to "
-           f"its connection", "time_precision")
-    batch_window = _int_field(batch_window, "batch_window", time_precision, MAX_BATCH_WINDOW)
-    _check(batch_window % time_precision == 0, "batch_window must be a multiple of time_precision", "batch_window")
-    max_wait_windows = _int_field(max_wait_windows, "max_wait_windows", 1, MAX_WAIT_WINDOWS)
-    tolerable_clock_skew = _int_field(tolerable_clock_skew, "tolerable_clock_skew", 0, MAX_CLOCK_SKEW)
-    crowds = list(crowds) if crowds else [b""]
-    _check(all(isinstance(c, bytes) and len(c) <= MAX_CROWD_LEN for c in crowds) and len(set(crowds)) == len(crowds),
-           f"crowds must be distinct byte strings of at most {MAX_CROWD_LEN} bytes", "crowds")
-    min_batch_size_floor = _int_field(min_batch_size_floor, "min_batch_size_floor", 1, MAX_BATCH_FLOOR)
-    honest_fraction = check_real(honest_fraction, "honest_fraction", low=0.0, high=1.0, low_open=True)
-    _check(client_policy is None or isinstance(client_policy, dict), "client_policy must be an object",
-           "client_policy")
-    try:
-        pol = ClientPolicy(**(client_policy or {}))
-    except TypeError as e:
-        raise ValidationError(f"client_policy has unknown fields: {e}", parameter="client_policy") from e
-    for f in ("max_reports_per_window", "max_reports_per_day"):
-        _int_field(getattr(pol, f), f"client_policy.{f}", 1, MAX_REPORTS_CAP)
-    _check(1 <= pol.max_reports_per_window <= pol.max_reports_per_day,
-           "client_policy needs 1 <= max_reports_per_window <= max_reports_per_day", "client_policy")
-    retention_days = _int_field(retention_days, "retention_days", 1, MAX_RETENTION_DAYS)
-    _check(task_id is None or (isinstance(task_id, bytes) and len(task_id) == 32), "task_id must be 32 bytes",
-           "task_id")
+    common = _common_fields(time_precision=time_precision, batch_window=batch_window,
+                            max_wait_windows=max_wait_windows, tolerable_clock_skew=tolerable_clock_skew,
+                            crowds=crowds, min_batch_size_floor=min_batch_size_floor, honest_fraction=honest_fraction,
+                            client_policy=client_policy, retention_days=retention_days, task_id=task_id,
+                            min_time_precision=min_time_precision)
+    pol, honest_fraction, min_batch_size_floor = (common["client_policy"], common["honest_fraction"],
+                                                  common["min_batch_size_floor"])
     _check(isinstance(target_central, dict) and set(target_central) == {"eps", "delta"},
            "target_central must be an object with exactly the fields eps and delta", "target_central")
     eps_c = check_real(target_central["eps"], "target_central.eps", low=0.0, low_open=True)
@@ -398,11 +491,79 @@ def create_task_config(*, name: str, mechanism: dict, target_central: dict, time
     probe = mech.randomize(np.asarray([probe_value]), np.random.default_rng(0))  # layout only, never sent
     schema = PlaintextSchema.from_reports(probe)
     check_envelope_fits(schema.length)
-    return TaskConfig(task_id=task_id or secrets.token_bytes(32), name=name, mechanism=dict(mechanism),
-                      report_schema=schema, time_precision=time_precision, batch_window=batch_window,
-                      max_wait_windows=max_wait_windows, tolerable_clock_skew=tolerable_clock_skew,
-                      crowds=tuple(crowds), min_batch_size_floor=min_batch_size_floor,
-                      target_central={"eps": eps_c, "delta": delta},
-                      honest_fraction=float(honest_fraction), min_batch_size=int(n_min), client_policy=pol,
-                      retention_days=retention_days, test_only=test_only, central_mode=central_mode,
-                      drop_noise=drop_noise)
+    return TaskConfig(name=name, mechanism=dict(mechanism), report_schema=schema,
+                      target_central={"eps": eps_c, "delta": delta}, min_batch_size=int(n_min),
+                      test_only=test_only, central_mode=central_mode, drop_noise=drop_noise, **common)
+
+
+def _common_fields(*, time_precision: Any, batch_window: Any, max_wait_windows: Any, tolerable_clock_skew: Any,
+                   crowds: Any, min_batch_size_floor: Any, honest_fraction: Any, client_policy: Any,
+                   retention_days: Any, task_id: Any, min_time_precision: Any) -> dict[str, Any]:
+    """The task fields every task has (timing, crowds, floor, honest fraction, client policy,
+    retention, id), validated; a dict of :class:`TaskConfig` keyword arguments."""
+    min_time_precision = _int_field(min_time_precision, "min_time_precision", 1, MAX_BATCH_WINDOW)
+    time_precision = _int_field(time_precision, "time_precision", 1, MAX_BATCH_WINDOW)
+    _check(time_precision >= min_time_precision,
+           f"time_precision must be >= {min_time_precision} s, got {time_precision}: a finer report time (and "
+           f"batch window) tells the shuffler and the analyzer when each report was sent, which links it to "
+           f"its connection", "time_precision")
+    batch_window = _int_field(batch_window, "batch_window", time_precision, MAX_BATCH_WINDOW)
+    _check(batch_window % time_precision == 0, "batch_window must be a multiple of time_precision", "batch_window")
+    max_wait_windows = _int_field(max_wait_windows, "max_wait_windows", 1, MAX_WAIT_WINDOWS)
+    tolerable_clock_skew = _int_field(tolerable_clock_skew, "tolerable_clock_skew", 0, MAX_CLOCK_SKEW)
+    crowds = list(crowds) if crowds else [b""]
+    _check(all(isinstance(c, bytes) and len(c) <= MAX_CROWD_LEN for c in crowds) and len(set(crowds)) == len(crowds),
+           f"crowds must be distinct byte strings of at most {MAX_CROWD_LEN} bytes", "crowds")
+    min_batch_size_floor = _int_field(min_batch_size_floor, "min_batch_size_floor", 1, MAX_BATCH_FLOOR)
+    honest_fraction = check_real(honest_fraction, "honest_fraction", low=0.0, high=1.0, low_open=True)
+    _check(client_policy is None or isinstance(client_policy, dict), "client_policy must be an object",
+           "client_policy")
+    try:
+        pol = ClientPolicy(**(client_policy or {}))
+    except TypeError as e:
+        raise ValidationError(f"client_policy has unknown fields: {e}", parameter="client_policy") from e
+    for f in ("max_reports_per_window", "max_reports_per_day"):
+        _int_field(getattr(pol, f), f"client_policy.{f}", 1, MAX_REPORTS_CAP)
+    _check(1 <= pol.max_reports_per_window <= pol.max_reports_per_day,
+           "client_policy needs 1 <= max_reports_per_window <= max_reports_per_day", "client_policy")
+    retention_days = _int_field(retention_days, "retention_days", 1, MAX_RETENTION_DAYS)
+    _check(task_id is None or (isinstance(task_id, bytes) and len(task_id) == 32), "task_id must be 32 bytes",
+           "task_id")
+    return {"task_id": task_id or secrets.token_bytes(32), "time_precision": time_precision,
+            "batch_window": batch_window, "max_wait_windows": max_wait_windows,
+            "tolerable_clock_skew": tolerable_clock_skew, "crowds": tuple(crowds),
+            "min_batch_size_floor": min_batch_size_floor, "honest_fraction": float(honest_fraction),
+            "client_policy": pol, "retention_days": retention_days}
+
+
+def _create_protocol_task(*, name: str, protocol: Any, target_central: Any, central_mode: Any, drop_noise: Any,
+                          **fields: Any) -> TaskConfig:
+    """A task that deploys a registry protocol (see :func:`build_protocol`).
+
+    The target is the protocol's own ``(epsilon, delta)``; ``target_central``, when given, must
+    equal it. The message layout is the protocol's :meth:`~shuffledp.shuffle.base.Protocol.message_schema`.
+    ``central_mode`` and ``drop_noise`` belong to local-oracle tasks: a central-model protocol
+    (``cdp_*``) adds its own exact noise when the analyzer aggregates a batch.
+    """
+    common = _common_fields(**fields)
+    protocol = _with_drawn_protocol_hash_seed(protocol)
+    p = build_protocol(protocol)
+    spec = {"name": p.name, "epsilon": p.epsilon, "delta": p.delta, "n": p.n,
+            "params": dict(protocol.get("params", {}))}
+    build_protocol(spec)   # the stored (normalized) spec builds the same protocol
+    target = {"eps": p.epsilon, "delta": p.delta}
+    _check(target_central is None or (isinstance(target_central, dict) and target_central == target),
+           f"a protocol task's target is the protocol's own (epsilon, delta) = ({p.epsilon:g}, {p.delta:g}); "
+           f"omit target_central or give exactly that", "target_central")
+    _check(central_mode is None, "central_mode applies to mechanism tasks; a central-model protocol (cdp_*) adds "
+           "its noise itself", "central_mode")
+    _check(drop_noise is None, "drop_noise applies to mechanism tasks, not to protocol tasks", "drop_noise")
+    _check(p.n_shufflers <= 255, "a deployment has at most 255 shufflers", "protocol")
+    try:
+        schema = PlaintextSchema(p.message_schema())
+    except (ValidationError, NotImplementedError, TypeError, ValueError) as e:
+        raise ValidationError(f"protocol {p.name!r} has no fixed message layout: {e}", parameter="protocol") from e
+    check_envelope_fits(schema.length, "protocol")
+    n_min = protocol_min_batch_size(p, common["min_batch_size_floor"])
+    return TaskConfig(name=name, mechanism={"kind": "protocol", "name": p.name}, report_schema=schema,
+                      target_central=target, min_batch_size=int(n_min), protocol=spec, **common)

@@ -35,15 +35,18 @@ class ServiceProcess:
     port: int = 0
     log_path: Path | None = None
     extra_args: list = field(default_factory=list)
+    #: file name stem of its port file and log (default: the role; "shuffler1", ... for more shufflers)
+    name: str = ""
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30.0) -> "ServiceProcess":
-        pf = self.workdir / f"{self.role}.port"
+        stem = self.name or self.role
+        pf = self.workdir / f"{stem}.port"
         pf.unlink(missing_ok=True)
-        self.log_path = self.workdir / f"{self.role}.log"
+        self.log_path = self.workdir / f"{stem}.log"
         args = [sys.executable, "-m", "shuffledp.service.serve", self.role, "--db", self.db, "--port",
                 str(self.port), "--port-file", str(pf), "--tick", str(self.tick), *self.extra_args]
         logf = open(self.log_path, "ab")
@@ -92,6 +95,9 @@ class Deployment:
     client_tokens_file: str | None = None
     client_rate: float | None = None
     client_burst: int | None = None
+    #: shuffler processes (a protocol with several shufflers, e.g. MURS in parallel mode or
+    #: attribute fragmenting, registers shuffler j with index j)
+    n_shufflers: int = 1
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir)
@@ -110,20 +116,30 @@ class Deployment:
         self.env = env
         self.analyzer = ServiceProcess("analyzer", self.analyzer_db or f"sqlite:///{self.workdir / 'analyzer.db'}",
                                        self.workdir, env)
-        self.shuffler = ServiceProcess("shuffler", self.shuffler_db or f"sqlite:///{self.workdir / 'shuffler.db'}",
-                                       self.workdir, env, tick=self.tick_seconds,
-                                       extra_args=["--forward-timeout", str(self.forward_timeout)])
+        self.shufflers = [
+            ServiceProcess("shuffler",
+                           (self.shuffler_db or f"sqlite:///{self.workdir / 'shuffler.db'}") if j == 0
+                           else f"sqlite:///{self.workdir / f'shuffler{j}.db'}",
+                           self.workdir, env, tick=self.tick_seconds,
+                           extra_args=["--forward-timeout", str(self.forward_timeout)],
+                           name="shuffler" if j == 0 else f"shuffler{j}")
+            for j in range(self.n_shufflers)]
+        self.shuffler = self.shufflers[0]
         if self.fixed_ports:
-            self.analyzer.port, self.shuffler.port = free_port(), free_port()
+            self.analyzer.port = free_port()
+            for sp in self.shufflers:
+                sp.port = free_port()
         self.http = httpx.Client(timeout=120.0)
 
     def start(self) -> "Deployment":
         self.analyzer.start()
-        self.shuffler.start()
+        for sp in self.shufflers:
+            sp.start()
         return self
 
     def stop(self) -> None:
-        self.shuffler.stop()
+        for sp in self.shufflers:
+            sp.stop()
         self.analyzer.stop()
         self.http.close()
 
@@ -145,24 +161,35 @@ class Deployment:
         r = self.http.post(f"{self.analyzer.url}/v1/tasks", json=spec, headers=self.admin())
         r.raise_for_status()
         created = r.json()
-        self.register(created, analyzer_url_for_shuffler, shuffler, crowds)
+        if shuffler is None and "protocol" in created["config"]:
+            for j, sp in enumerate(self.shufflers):   # every shuffler of the deployment, by index
+                self.register(created, analyzer_url_for_shuffler, sp, crowds, index=j)
+        else:
+            self.register(created, analyzer_url_for_shuffler, shuffler, crowds)
         return created
 
     def register(self, created: dict, analyzer_url_for_shuffler: str | None = None, shuffler=None,
-                 crowds: list[bytes] | None = None) -> None:
+                 crowds: list[bytes] | None = None, index: int = 0) -> None:
         ids = self.http.get(f"{self.analyzer.url}/v1/hpke-key-ids").json()["accepting"]
         sh = shuffler or self.shuffler
         r = self.http.put(f"{sh.url}/v1/tasks/{created['task_id']}", headers=self.admin(), json={
             "config": created["config"], "analyzer_url": analyzer_url_for_shuffler or self.analyzer.url,
-            "key_ids": ids, "crowds": None if crowds is None else [c.hex() for c in crowds]})
+            "key_ids": ids, "crowds": None if crowds is None else [c.hex() for c in crowds], "shuffler": index})
         r.raise_for_status()
 
+    @property
+    def shuffler_urls(self) -> list[str]:
+        return [sp.url for sp in self.shufflers]
+
     def tick(self, close_current: bool = True, shuffler=None) -> dict:
-        sh = shuffler or self.shuffler
-        r = self.http.post(f"{sh.url}/v1/admin/tick", params={"close_current": close_current},
-                           headers=self.admin())
-        r.raise_for_status()
-        return r.json()
+        """One batching round on ``shuffler`` (default: every shuffler; the first one's answer)."""
+        out = None
+        for sh in ([shuffler] if shuffler is not None else self.shufflers):
+            r = self.http.post(f"{sh.url}/v1/admin/tick", params={"close_current": close_current},
+                               headers=self.admin())
+            r.raise_for_status()
+            out = r.json() if out is None else out
+        return out
 
     def counters(self, task_id: str, shuffler=None) -> dict:
         sh = shuffler or self.shuffler

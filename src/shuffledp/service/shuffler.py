@@ -34,6 +34,16 @@
 
 Multi-shuffler by attribute: each shuffler may be registered for a subset of a task's crowds
 (``crowds`` in the registration); reports for other crowds are refused.
+
+Protocol tasks (a registry protocol, ``TaskConfig.protocol``): the shuffler runs the protocol's
+shuffler side. Its registration names its index ``shuffler`` in the deployment (0 ..
+``n_shufflers - 1``). Clients upload message envelopes and one **user marker** per user (SDU2);
+the pool is released once it holds ``min_batch_size`` users (markers), at which point the
+shuffler adds ``protocol.shuffler_messages(index)`` (e.g. MURS's uniform fakes), each sealed to
+the analyzer's HPKE key like a client message, permutes messages and fakes together with one
+CSPRNG permutation, and forwards an SDB2 batch carrying its index and user count. Markers are
+deleted, never forwarded. The fakes are written to the pending table in the same transaction that
+records the batch as ``forming``, so a crash neither loses nor duplicates them.
 """
 
 from __future__ import annotations
@@ -61,8 +71,8 @@ from .http_common import Problem, check_bearer, install_problem_handlers, read_b
 from .storage import (delete_pending_digests, insert_ignore, make_engine, move_pending_to_batch, read_connection,
                       shuffler_batch_items, shuffler_batches, shuffler_counters, shuffler_pending, shuffler_tasks,
                       upgrade)
-from .wire import (ALLOWED_SUITES, MAX_UPLOAD_BYTES, MAX_UPLOAD_REPORTS, Batch, DecodeError,
-                   batch_id_from_digests, decode_upload, encode_batch, parse_header)
+from .wire import (ALLOWED_SUITES, MAX_UPLOAD_BYTES, MAX_UPLOAD_REPORTS, UPLOAD_USER, Batch, DecodeError,
+                   batch_id_from_digests, decode_upload_v2, encode_batch, marker_digest, parse_header)
 
 __all__ = ["ShufflerState", "create_shuffler_app", "requeue_batches", "discard_batches", "forward_outcome",
            "FORM_CHUNK", "PERMANENT_STATUSES"]
@@ -144,6 +154,8 @@ class ShufflerState:
         self.write_lock = threading.Lock()
         self.work_lock = threading.Lock()
         self._tasks: dict[bytes, tuple[TaskConfig, str, set[int], set[bytes]]] = {}
+        self._indices: dict[bytes, int] = {}
+        self._analyzer_keys: dict[tuple[str, tuple[int, ...]], Any] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.auto = auto
@@ -176,15 +188,30 @@ class ShufflerState:
             self._tasks[task_id] = t
         return t
 
-    def register(self, cfg: TaskConfig, analyzer_url: str, key_ids: list[int], crowds: list[bytes] | None) -> None:
+    def register(self, cfg: TaskConfig, analyzer_url: str, key_ids: list[int], crowds: list[bytes] | None,
+                 shuffler: int = 0) -> None:
+        if not 0 <= shuffler < cfg.n_shufflers:
+            raise Problem(422, "invalidRequest", f"shuffler must be in [0, {cfg.n_shufflers}) for this task "
+                          f"(its protocol has {cfg.n_shufflers} shuffler(s)), got {shuffler}")
         reg = {"key_ids": sorted(set(int(k) for k in key_ids)),
-               "crowds": [c.hex() for c in (crowds if crowds is not None else cfg.crowds)]}
+               "crowds": [c.hex() for c in (crowds if crowds is not None else cfg.crowds)], "shuffler": int(shuffler)}
         with self.write_lock, self.engine.begin() as c:
             c.execute(delete(shuffler_tasks).where(shuffler_tasks.c.task_id == cfg.task_id))
             c.execute(shuffler_tasks.insert().values(task_id=cfg.task_id, config=cfg.canonical().decode(),
                                                      analyzer_url=analyzer_url.rstrip("/"), key_ids=json.dumps(reg),
                                                      min_batch_size=cfg.min_batch_size))
         self._tasks.pop(cfg.task_id, None)
+        self._indices.pop(cfg.task_id, None)
+
+    def shuffler_index(self, task_id: bytes) -> int:
+        """This shuffler's index in the task's deployment (its registration's ``shuffler``)."""
+        j = self._indices.get(task_id)
+        if j is None:
+            with read_connection(self.engine) as c:
+                row = c.execute(select(shuffler_tasks.c.key_ids).where(shuffler_tasks.c.task_id == task_id)).first()
+            j = int(json.loads(row[0]).get("shuffler", 0)) if row is not None else 0
+            self._indices[task_id] = j
+        return j
 
     def _bump(self, c, task_id: bytes, name: str, by: int) -> None:
         if by:
@@ -242,7 +269,7 @@ class ShufflerState:
                client_keys: list[bytes] | None = None) -> dict:
         cfg, _url, key_ids, crowds = self.task(task_id)
         try:
-            items = decode_upload(body, MAX_REPORTS_PER_REQUEST)
+            items = decode_upload_v2(body, MAX_REPORTS_PER_REQUEST)
         except DecodeError as e:
             raise Problem(400, "invalidMessage", str(e), task_id) from e
         if self.rate_limiter is not None and client_keys:
@@ -250,9 +277,19 @@ class ShufflerState:
         window = int((self.clock() if now is None else now) // cfg.batch_window)
         errors, rows, seen = [], {}, set()
         el = cfg.envelope_len
-        for i, (crowd, env) in enumerate(items):
+        for i, (kind, crowd, env) in enumerate(items):
             if crowd not in crowds:
                 errors.append({"i": i, "error": "unrecognizedCrowd"})
+                continue
+            if kind == UPLOAD_USER:
+                if cfg.protocol is None:   # a local-oracle task counts reports, not users
+                    errors.append({"i": i, "error": "invalidMessage"})
+                    continue
+                d = marker_digest(env)
+                if d not in seen:
+                    seen.add(d)
+                    rows[d] = {"task_id": task_id, "envelope_digest": d, "crowd_id": crowd, "window": window,
+                               "envelope": b"", "users": 1}
                 continue
             if len(env) != el:
                 errors.append({"i": i, "error": "invalidMessage"})
@@ -269,7 +306,7 @@ class ShufflerState:
                 continue
             seen.add(d)
             rows[d] = {"task_id": task_id, "envelope_digest": d, "crowd_id": crowd, "window": window,
-                       "envelope": env}
+                       "envelope": env, "users": 0}
         with self.write_lock, self.engine.begin() as c:
             existing: set[bytes] = set()
             keys = list(rows)
@@ -375,25 +412,33 @@ class ShufflerState:
                             continue
                     from .drop import sample_drop   # DP random drop (exact sampler, spec §6.7.4)
                     drop = sample_drop(n, cfg.drop_noise["eps"], cfg.drop_noise["delta"])
-                elif self.drop_noise is not None:
+                elif self.drop_noise is not None and cfg.protocol is None:
                     drop = min(n, max(0, int(self.drop_noise(n))))
-                release = n - drop >= cfg.min_batch_size
+                if cfg.protocol is not None:   # a protocol pool is sized in users (markers)
+                    release = int(rc.execute(select(func.coalesce(func.sum(shuffler_pending.c.users), 0))
+                                             .where(*in_pool)).scalar_one()) >= cfg.min_batch_size
+                else:
+                    release = n - drop >= cfg.min_batch_size
+                cols = (shuffler_pending.c.envelope_digest, shuffler_pending.c.window, shuffler_pending.c.users)
                 if release:
-                    rows = rc.execute(select(shuffler_pending.c.envelope_digest, shuffler_pending.c.window)
-                                      .where(*in_pool)).all()
+                    rows = rc.execute(select(*cols).where(*in_pool)).all()
                 else:
                     oldest_allowed = closed - cfg.max_wait_windows + 1
-                    rows = rc.execute(select(shuffler_pending.c.envelope_digest, shuffler_pending.c.window)
-                                      .where(*in_pool[:2], shuffler_pending.c.window < oldest_allowed)).all()
+                    rows = rc.execute(select(*cols).where(*in_pool[:2],
+                                                          shuffler_pending.c.window < oldest_allowed)).all()
             m = len(rows)
             digests = np.frombuffer(b"".join(bytes(r[0]) for r in rows), dtype=np.uint8).reshape(m, DIGEST_LEN)
             windows = np.fromiter((int(r[1]) for r in rows), dtype=np.int64, count=m)
+            markers = np.fromiter((int(r[2]) for r in rows), dtype=np.int64, count=m) > 0
             del rows
             if not release:
                 self._delete_pending_chunked(task_id, digests.tobytes(), "expired")
                 continue
             if m != n:   # cannot happen with one snapshot; refuse to release something else than evaluated
                 raise RuntimeError(f"pool snapshot changed between count ({n}) and read ({m})")
+            if cfg.protocol is not None:
+                made += self._form_protocol_batch(cfg, task_id, crowd, digests, windows, markers)
+                continue
             perm = csprng_permutation(n)   # the one CSPRNG permutation
             dropped, kept = perm[:drop], perm[drop:]
             kept_digests = digests[kept].tobytes()
@@ -407,6 +452,79 @@ class ShufflerState:
             self._finish_batch(bid)
             made += 1
         return made
+
+    def _form_protocol_batch(self, cfg: TaskConfig, task_id: bytes, crowd: bytes, digests: np.ndarray,
+                             windows: np.ndarray, markers: np.ndarray) -> int:
+        """Release a protocol pool: messages plus this shuffler's fakes, one CSPRNG permutation.
+
+        The member list is the permuted messages and fakes (positions ``0..n-1``, forwarded)
+        followed by the user markers (deleted with the batch's last chunk, never forwarded).
+        """
+        j = self.shuffler_index(task_id)
+        window = int(windows.max())
+        n_users = int(markers.sum())
+        try:
+            fakes = self._fake_envelopes(cfg, j, crowd, window)
+        except (httpx.HTTPError, ValueError) as e:
+            log.error("cannot seal shuffler %d's fake messages for task %s (analyzer keys unavailable: %s); pool "
+                      "kept for the next round", j, task_id.hex()[:16], type(e).__name__)
+            return 0
+        fake_digests = np.frombuffer(b"".join(hashlib.sha256(e).digest() for e in fakes),
+                                     dtype=np.uint8).reshape(len(fakes), DIGEST_LEN)
+        released = np.concatenate([digests[~markers], fake_digests])
+        perm = csprng_permutation(released.shape[0])   # the one CSPRNG permutation (messages and fakes)
+        kept_digests = released[perm].tobytes()
+        bid = batch_id_from_digests(task_id, crowd, window, kept_digests, j, n_users)
+        with self.write_lock, self.engine.begin() as c:
+            if fakes:
+                c.execute(insert_ignore(self.engine, shuffler_pending), [
+                    {"task_id": task_id, "envelope_digest": bytes(fake_digests[i]), "crowd_id": crowd,
+                     "window": window, "envelope": env, "users": 0} for i, env in enumerate(fakes)])
+                self._bump(c, task_id, "fake_messages", len(fakes))
+            c.execute(insert_ignore(self.engine, shuffler_batches), [{
+                "batch_id": bid, "task_id": task_id, "crowd_id": crowd, "window": window,
+                "n": int(released.shape[0]), "n_users": n_users, "state": "forming", "attempts": 0,
+                "next_attempt_at": 0.0, "last_error": None, "members": kept_digests + digests[markers].tobytes()}])
+        self._finish_batch(bid)
+        return 1
+
+    def _analyzer_key(self, url: str, key_ids: set[int]) -> Any:
+        """The analyzer's HPKE key a shuffler seals its fake messages to (fetched from the analyzer)."""
+        from .hpke import AEAD_AES_128_GCM, KDF_HKDF_SHA256
+        from .wire import decode_key_list
+        ck = (url, tuple(sorted(key_ids)))
+        key = self._analyzer_keys.get(ck)
+        if key is None:
+            r = self.http.get(f"{url}/v1/hpke-keys")
+            r.raise_for_status()
+            keys = [k for k in decode_key_list(r.content)
+                    if k.key_id in key_ids and (KDF_HKDF_SHA256, AEAD_AES_128_GCM) in k.suites]
+            if not keys:
+                raise ValueError("the analyzer offers no key this shuffler accepts")
+            key = self._analyzer_keys[ck] = keys[0]
+        return key
+
+    def _fake_envelopes(self, cfg: TaskConfig, shuffler: int, crowd: bytes, window: int) -> list[bytes]:
+        """``protocol.shuffler_messages(shuffler)``, each sealed to the analyzer like a client message.
+
+        Randomness from :func:`~shuffledp.core.rng.secure_rng` (a CSPRNG keyed from the OS); each
+        fake has a fresh random message id and the window's start as its time.
+        """
+        from ..core.rng import secure_rng
+        from .wire import seal_report
+        msgs = cfg.protocol_object().shuffler_messages(shuffler, secure_rng())
+        msgs = {k: v for k, v in msgs.items() if k != "shuffler"}
+        if not msgs:
+            return []
+        m = int(next(iter(msgs.values())).shape[0])
+        if m == 0:
+            return []
+        _cfg, url, key_ids, _crowds = self.task(cfg.task_id)
+        key = self._analyzer_key(url, key_ids)
+        ids = np.frombuffer(secrets.token_bytes(16 * m), dtype=np.uint8).reshape(m, 16)
+        times = np.full(m, (window * cfg.batch_window) // cfg.time_precision, dtype=np.int64)
+        pts = cfg.report_schema.encode(msgs, ids, times)
+        return [seal_report(key, cfg.task_id, cfg.digest, crowd, row.tobytes()) for row in pts]
 
     def _finish_forming(self) -> int:
         with read_connection(self.engine) as c:
@@ -428,10 +546,12 @@ class ShufflerState:
         """
         with read_connection(self.engine) as c:
             b = c.execute(select(shuffler_batches.c.task_id, shuffler_batches.c.n, shuffler_batches.c.state,
-                                 shuffler_batches.c.members).where(shuffler_batches.c.batch_id == bid)).first()
+                                 shuffler_batches.c.members, shuffler_batches.c.n_users)
+                          .where(shuffler_batches.c.batch_id == bid)).first()
             if b is None or b.state != "forming":
                 return
         task_id, n, members = bytes(b.task_id), int(b.n), bytes(b.members)
+        n_markers = int(b.n_users or 0)   # protocol batches: the user markers follow the released members
         total = len(members) // DIGEST_LEN
         for s in range(0, total, FORM_CHUNK):
             e = min(s + FORM_CHUNK, total)
@@ -457,7 +577,8 @@ class ShufflerState:
                           .values(state="ready", members=None))
             if r.rowcount:
                 self._bump(c, task_id, "released", n)
-                self._bump(c, task_id, "dropped_noise", total - n)
+                self._bump(c, task_id, "dropped_noise", total - n - n_markers)
+                self._bump(c, task_id, "released_users", n_markers)
 
     def _delete_pending_chunked(self, task_id: bytes, digests: bytes, counter: str) -> int:
         """Delete pending rows (concatenated digests) FORM_CHUNK per transaction, each chunk counted."""
@@ -475,7 +596,7 @@ class ShufflerState:
         with read_connection(self.engine) as c:
             due = c.execute(select(shuffler_batches.c.batch_id, shuffler_batches.c.task_id,
                                    shuffler_batches.c.crowd_id, shuffler_batches.c.window, shuffler_batches.c.n,
-                                   shuffler_batches.c.attempts).where(
+                                   shuffler_batches.c.attempts, shuffler_batches.c.n_users).where(
                 shuffler_batches.c.state.in_(("ready", "retrying")), shuffler_batches.c.next_attempt_at <= now)).all()
         ok = fail = 0
         for b in due:
@@ -490,7 +611,9 @@ class ShufflerState:
         with read_connection(self.engine) as c:
             envs = [bytes(r[0]) for r in c.execute(select(shuffler_batch_items.c.envelope).where(
                 shuffler_batch_items.c.batch_id == b.batch_id).order_by(shuffler_batch_items.c.pos))]
-        body = encode_batch(Batch(b.task_id, b.crowd_id, b.window, envs))
+        n_users = getattr(b, "n_users", None)
+        body = encode_batch(Batch(b.task_id, b.crowd_id, b.window, envs,
+                                  self.shuffler_index(b.task_id) if n_users is not None else 0, n_users))
         del envs
         path = f"/v1/tasks/{b.task_id.hex()}/batches/{b.batch_id.hex()}"
         status, err = None, None
@@ -684,12 +807,15 @@ def create_shuffler_app(state: ShufflerState) -> FastAPI:
             url = str(spec["analyzer_url"])
             key_ids = [int(k) for k in spec["key_ids"]]
             crowds = [bytes.fromhex(c) for c in spec["crowds"]] if spec.get("crowds") is not None else None
+            index = spec.get("shuffler", 0)
+            if isinstance(index, bool) or not isinstance(index, int):
+                raise TypeError("shuffler must be an integer")
         except (ValueError, KeyError, TypeError) as e:
             raise Problem(422, "invalidRequest", f"invalid task registration: {type(e).__name__}") from e
         if cfg.task_id != tid(task_hex):
             raise Problem(422, "invalidRequest", "task id in the URL differs from the configuration")
-        state.register(cfg, url, key_ids, crowds)
-        return {"task_id": task_hex, "min_batch_size": cfg.min_batch_size}
+        state.register(cfg, url, key_ids, crowds, index)
+        return {"task_id": task_hex, "min_batch_size": cfg.min_batch_size, "shuffler": index}
 
     @app.post("/v1/tasks/{task_hex}/reports")
     async def upload(task_hex: str, request: Request) -> dict:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (BigInteger, Column, Float, Index, Integer, LargeBinary, MetaData, PrimaryKeyConstraint,
-                        String, Table, Text, create_engine, event)
+                        SmallInteger, String, Table, Text, create_engine, event)
 from sqlalchemy.engine import Engine
 
 __all__ = ["metadata", "make_engine", "read_connection", "upgrade", "insert_ignore", "existing_report_ids",
@@ -45,6 +45,8 @@ shuffler_pending = Table(
     Column("crowd_id", LargeBinary, nullable=False),
     Column("window", BigInteger, nullable=False),
     Column("envelope", LargeBinary, nullable=False),
+    # migration 0006: 1 for a user marker of a protocol task (empty envelope, never forwarded), else 0
+    Column("users", SmallInteger, nullable=False, server_default="0"),
     PrimaryKeyConstraint("task_id", "envelope_digest"),
     Index("ix_pending_group", "task_id", "crowd_id", "window"),
     sqlite_with_rowid=False,   # no implicit rowid = no arrival order at rest (migration 0004)
@@ -65,6 +67,8 @@ shuffler_batches = Table(
     # reports the batch takes, released ones (positions 0..n-1, CSPRNG order) then noise-dropped ones;
     # NULL once the batch is formed (shuffler._form_batches moves the reports in bounded chunks)
     Column("members", LargeBinary, nullable=True),
+    # migration 0006: users of a protocol batch (NULL for local-oracle tasks)
+    Column("n_users", Integer, nullable=True),
     Index("ix_batches_state", "state"),
     Index("ix_shuffler_batches_task", "task_id", "state", "window"),
 )
@@ -150,6 +154,9 @@ analyzer_ledger = Table(
     Column("statement", Text, nullable=False),
     # migration 0003: JSON list of the client windows of the batch's valid reports (NULL before 0003)
     Column("client_windows", Text, nullable=True),
+    # migration 0006: protocol batches: users the forwarding shuffler counted, and its index
+    Column("n_users", Integer, nullable=True),
+    Column("shuffler", Integer, nullable=True),
 )
 analyzer_queries = Table(
     "analyzer_queries", metadata,

@@ -13,10 +13,18 @@ Formats (all integers big-endian unless noted):
 - **plaintext** (fixed length per task): ``version u8 (=1) ‖ report_id (16) ‖ time u64 ‖
   fields``, fields in the task's ``report_schema`` order, little-endian numpy rows.
 - **upload body** (client → shuffler, ``application/vnd.shuffledp.upload``):
-  ``"SDU1" ‖ u32 count ‖ (u8 crowd_len ‖ crowd ‖ u16 env_len ‖ envelope)*``.
+  ``"SDU1" ‖ u32 count ‖ (u8 crowd_len ‖ crowd ‖ u16 env_len ‖ envelope)*``. Protocol tasks
+  (several messages per user) upload ``"SDU2"``, whose items are
+  ``u8 kind ‖ u8 crowd_len ‖ crowd ‖ u16 len ‖ payload``: kind 0 is a message envelope, kind 1 a
+  **user marker** (payload: 16 random bytes chosen once per user report, so a re-sent upload is
+  idempotent). A user sends one marker to each shuffler it sends messages to (even with no
+  message: Cnt_2M users may send none); the shuffler counts users by markers, never by messages,
+  and forwards only the count.
 - **batch body** (shuffler → analyzer, ``application/vnd.shuffledp.batch``):
   ``"SDB1" ‖ task_id (32) ‖ u8 crowd_len ‖ crowd ‖ u64 window ‖ u32 count ‖ u16 env_len ‖
-  envelopes (count × env_len)``.
+  envelopes (count × env_len)``; protocol tasks send ``"SDB2"``, which adds
+  ``u8 shuffler ‖ u32 n_users`` after the window (the shuffler's index in the deployment and the
+  users its batch holds).
 """
 
 from __future__ import annotations
@@ -36,8 +44,13 @@ __all__ = [
     "DecodeError", "KeyConfig", "encode_key_list", "decode_key_list", "REPORT_LABEL", "envelope_info",
     "seal_report", "open_report", "open_reports", "envelope_len", "HEADER_LEN", "PlaintextSchema", "encode_upload",
     "decode_upload", "encode_batch", "decode_batch", "batch_id", "batch_id_from_digests", "digest", "EncodeError",
-    "MAX_ENVELOPE_LEN", "check_envelope_fits",
+    "MAX_ENVELOPE_LEN", "check_envelope_fits", "UPLOAD_MESSAGE", "UPLOAD_USER", "USER_MARKER_LEN",
+    "encode_upload_v2", "marker_digest",
 ]
+
+#: SDU2 item kinds: a sealed message, or a user marker (counts one user at the shuffler)
+UPLOAD_MESSAGE, UPLOAD_USER = 0, 1
+USER_MARKER_LEN = 16
 
 REPORT_LABEL = b"application/vnd.shuffledp.report request"
 HEADER_LEN = 7
@@ -262,6 +275,8 @@ class PlaintextSchema:
         """Vectorized: an (n, length) uint8 array, one plaintext per row."""
         n = int(report_ids.shape[0])
         out = np.empty((n, self.length), dtype=np.uint8)
+        if n == 0:   # e.g. a Cnt_2M user who sends no message
+            return out
         out[:, 0] = PLAINTEXT_VERSION
         out[:, 1:17] = report_ids
         out[:, 17:25] = np.asarray(times, dtype=">u8").reshape(n, 1).view(np.uint8)
@@ -309,6 +324,55 @@ def encode_upload(items: list[tuple[bytes, bytes]]) -> bytes:
     return b"".join(parts)
 
 
+def encode_upload_v2(items: list[tuple[int, bytes, bytes]]) -> bytes:
+    """SDU2 upload body of ``(kind, crowd, payload)`` items (kind :data:`UPLOAD_MESSAGE` or :data:`UPLOAD_USER`)."""
+    parts = [b"SDU2", struct.pack(">I", len(items))]
+    for kind, crowd, payload in items:
+        if kind not in (UPLOAD_MESSAGE, UPLOAD_USER):
+            raise EncodeError(f"unknown upload item kind {kind!r}")
+        _check_frame(crowd, payload)
+        parts.append(bytes([kind, len(crowd)]) + crowd + struct.pack(">H", len(payload)) + payload)
+    return b"".join(parts)
+
+
+def marker_digest(marker: bytes) -> bytes:
+    """Storage key of a user marker (domain-separated from SHA-256 of an envelope)."""
+    return hashlib.sha256(b"shuffledp user marker\x00" + marker).digest()
+
+
+def decode_upload_v2(body: bytes, max_items: int) -> list[tuple[int, bytes, bytes]]:
+    """Items ``(kind, crowd, payload)`` of an SDU1 or SDU2 body (SDU1 items are all messages)."""
+    if body[:4] == b"SDU1":
+        return [(UPLOAD_MESSAGE, c, e) for c, e in decode_upload(body, max_items)]
+    if len(body) < 8 or body[:4] != b"SDU2":
+        raise DecodeError("upload body must start with 'SDU1' or 'SDU2' and a count")
+    (n,) = struct.unpack_from(">I", body, 4)
+    if n > max_items:
+        raise DecodeError(f"at most {max_items} items per request, got {n}")
+    out, i = [], 8
+    mv = memoryview(body)
+    for _ in range(n):
+        if i + 2 > len(body):
+            raise DecodeError("truncated upload body")
+        kind, cl = body[i], body[i + 1]
+        if kind not in (UPLOAD_MESSAGE, UPLOAD_USER):
+            raise DecodeError(f"unknown upload item kind {kind}")
+        if cl > MAX_CROWD_LEN or i + 2 + cl + 2 > len(body):
+            raise DecodeError("truncated or oversized crowd id")
+        crowd = bytes(mv[i + 2:i + 2 + cl])
+        (el,) = struct.unpack_from(">H", body, i + 2 + cl)
+        j = i + 4 + cl
+        if j + el > len(body):
+            raise DecodeError("truncated item")
+        if kind == UPLOAD_USER and el != USER_MARKER_LEN:
+            raise DecodeError(f"a user marker has {USER_MARKER_LEN} bytes, got {el}")
+        out.append((kind, crowd, bytes(mv[j:j + el])))
+        i = j + el
+    if i != len(body):
+        raise DecodeError("trailing bytes after the last item")
+    return out
+
+
 def decode_upload(body: bytes, max_items: int) -> list[tuple[bytes, bytes]]:
     if len(body) < 8 or body[:4] != b"SDU1":
         raise DecodeError("upload body must start with 'SDU1' and a count")
@@ -341,6 +405,9 @@ class Batch:
     crowd_id: bytes
     window: int
     envelopes: list[bytes]
+    #: protocol tasks (SDB2): the forwarding shuffler's index and the users its batch holds
+    shuffler: int = 0
+    n_users: int | None = None
 
 
 def encode_batch(b: Batch) -> bytes:
@@ -349,37 +416,56 @@ def encode_batch(b: Batch) -> bytes:
     _check_frame(b.crowd_id, b.envelopes[0] if b.envelopes else b"")
     if any(len(e) != el for e in b.envelopes):
         raise EncodeError("the envelopes of one batch must have equal lengths")
-    return b"".join([b"SDB1", b.task_id, bytes([len(b.crowd_id)]), b.crowd_id,
-                     struct.pack(">QIH", b.window, len(b.envelopes), el), *b.envelopes])
+    if b.n_users is None:
+        return b"".join([b"SDB1", b.task_id, bytes([len(b.crowd_id)]), b.crowd_id,
+                         struct.pack(">QIH", b.window, len(b.envelopes), el), *b.envelopes])
+    if not (0 <= b.shuffler <= 255 and 0 <= b.n_users < 2**32):
+        raise EncodeError("shuffler must fit in u8 and n_users in u32")
+    return b"".join([b"SDB2", b.task_id, bytes([len(b.crowd_id)]), b.crowd_id,
+                     struct.pack(">QBIIH", b.window, b.shuffler, b.n_users, len(b.envelopes), el), *b.envelopes])
 
 
 def decode_batch(body: bytes) -> Batch:
-    if len(body) < 4 + 32 + 1 or body[:4] != b"SDB1":
-        raise DecodeError("batch body must start with 'SDB1'")
+    if len(body) < 4 + 32 + 1 or body[:4] not in (b"SDB1", b"SDB2"):
+        raise DecodeError("batch body must start with 'SDB1' or 'SDB2'")
+    v2 = body[:4] == b"SDB2"
     task_id = body[4:36]
     cl = body[36]
-    if cl > MAX_CROWD_LEN or len(body) < 37 + cl + 14:
+    hl = 19 if v2 else 14
+    if cl > MAX_CROWD_LEN or len(body) < 37 + cl + hl:
         raise DecodeError("truncated batch header")
     crowd = body[37:37 + cl]
-    window, n, el = struct.unpack_from(">QIH", body, 37 + cl)
-    start = 37 + cl + 14
+    shuffler, n_users = 0, None
+    if v2:
+        window, shuffler, n_users, n, el = struct.unpack_from(">QBIIH", body, 37 + cl)
+    else:
+        window, n, el = struct.unpack_from(">QIH", body, 37 + cl)
+    start = 37 + cl + hl
     if len(body) != start + n * el:
         raise DecodeError("batch body length does not match count × envelope length")
     mv = memoryview(body)
     envs = [bytes(mv[start + k * el:start + (k + 1) * el]) for k in range(n)]
-    return Batch(task_id, crowd, window, envs)
+    return Batch(task_id, crowd, window, envs, shuffler, n_users)
 
 
-def batch_id(task_id: bytes, crowd_id: bytes, window: int, envelopes: list[bytes]) -> bytes:
+def batch_id(task_id: bytes, crowd_id: bytes, window: int, envelopes: list[bytes], shuffler: int = 0,
+             n_users: int | None = None) -> bytes:
     """Content-derived batch identifier (order-sensitive), so a re-sent PUT is idempotent."""
-    return batch_id_from_digests(task_id, crowd_id, window, b"".join(hashlib.sha256(e).digest() for e in envelopes))
+    return batch_id_from_digests(task_id, crowd_id, window, b"".join(hashlib.sha256(e).digest() for e in envelopes),
+                                 shuffler, n_users)
 
 
-def batch_id_from_digests(task_id: bytes, crowd_id: bytes, window: int, digests: bytes) -> bytes:
-    """:func:`batch_id` from the concatenated SHA-256 digests (32 bytes each, in batch order) of the envelopes."""
+def batch_id_from_digests(task_id: bytes, crowd_id: bytes, window: int, digests: bytes, shuffler: int = 0,
+                          n_users: int | None = None) -> bytes:
+    """:func:`batch_id` from the concatenated SHA-256 digests (32 bytes each, in batch order) of the envelopes.
+
+    A protocol batch (``n_users`` given) also binds the shuffler's index and its user count.
+    """
     if len(digests) % 32:
         raise EncodeError("digests must be a concatenation of 32-byte SHA-256 digests")
     h = hashlib.sha256(b"shuffledp batch v1" + task_id + bytes([len(crowd_id)]) + crowd_id
                        + struct.pack(">QI", window, len(digests) // 32))
+    if n_users is not None:
+        h.update(b"protocol" + struct.pack(">BI", shuffler, n_users))
     h.update(digests)
     return h.digest()

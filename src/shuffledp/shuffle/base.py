@@ -95,6 +95,10 @@ class Protocol(ABC):
     model: ClassVar[Literal["local", "shuffle", "central"]] = "shuffle"
     input_kind: ClassVar[InputKind] = "bit"
     robust: ClassVar[bool] = False
+    #: How a multi-shuffler protocol's users reach the shufflers: ``"one"`` (all of a user's
+    #: messages go to one shuffler: the users of a release are the sum of the users each shuffler
+    #: served) or ``"every"`` (every user sends to every shuffler: each shuffler serves them all).
+    user_routing: ClassVar[Literal["one", "every"]] = "one"
 
     def __init__(self, epsilon: float, delta: float, n: int) -> None:
         self.epsilon = check_epsilon(epsilon)
@@ -184,6 +188,40 @@ class Protocol(ABC):
     def variance(self, n: int | None = None) -> float:
         """Closed-form variance (or the stated error bound, squared) of one estimated total."""
         raise NotImplementedError(f"{type(self).__name__} states no closed-form variance")
+
+    # --- deployment -------------------------------------------------------------------
+    def example_values(self, n: int = 1) -> Any:
+        """``n`` valid inputs of the protocol's ``input_kind`` (all zeros), e.g. to lay out messages."""
+        n = check_positive_int(n, "n")
+        if self.input_kind == "unit_interval":
+            return np.zeros(n, dtype=np.float64)
+        if self.input_kind == "multi_categorical":
+            return np.zeros((n, int(getattr(self, "k"))), dtype=np.int64)
+        return np.zeros(n, dtype=np.int64)
+
+    def message_schema(self) -> tuple[tuple[str, str, tuple[int, ...]], ...]:
+        """The fixed layout of one message: ``(column, little-endian dtype, row shape)`` per column.
+
+        Sorted by column name; the routing column ``"shuffler"`` is not part of a message (the
+        analyzer learns it from the shuffler that forwards the batch). Every message a protocol
+        emits has this layout whatever the input (``encode`` draws dtypes and shapes from the
+        parameters, never from the values), so it is read off the encoding of
+        :meth:`example_values`; a deployment refuses a message that does not fit it.
+        """
+        cached = self.__dict__.get("_message_schema")
+        if cached is None:
+            msgs = self.encode(self.example_values(1), np.random.default_rng(0))
+            cached = tuple((k, np.asarray(v).dtype.newbyteorder("<").str, tuple(int(s) for s in np.shape(v)[1:]))
+                           for k, v in sorted(msgs.items()) if k != "shuffler")
+            self.__dict__["_message_schema"] = cached
+        return cached
+
+    def count_users(self, users_per_shuffler: Any) -> int:
+        """Users of a release from the number of users each shuffler served (see ``user_routing``)."""
+        u = np.asarray(users_per_shuffler, dtype=np.int64).reshape(-1)
+        if u.size == 0:
+            return 0
+        return int(u.min()) if self.user_routing == "every" else int(u.sum())
 
     # --- helpers ----------------------------------------------------------------------
     def __repr__(self) -> str:

@@ -132,6 +132,7 @@ class Fragmenting(_Multi):
     """
 
     name = "fragmenting"
+    user_routing = "every"   # each attribute goes to its own shuffler: every user reaches all of them
 
     def __init__(self, epsilon: float, delta: float, n: int, d: int | Sequence[int], k: int | None = None,
                  inner: str = "hist_kr", **inner_params: Any) -> None:
