@@ -132,6 +132,50 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(2) from None
 
+    def _parse_params(items: list[str]) -> dict:
+        import json as _json
+        out: dict = {}
+        for it in items:
+            key, sep, val = it.partition("=")
+            if not sep or not key:
+                fail(f"--param must be KEY=VALUE, got {it!r}")
+            try:
+                out[key] = _json.loads(val)
+            except ValueError:
+                out[key] = val   # a bare word is a string
+        return out
+
+    def _check_protocol_demo(name: str, eps: float, delta: float, n: int, params: dict, d: int) -> None:
+        from ..core.errors import ValidationError
+        from .config import build_protocol
+        from .demo import _NEEDS_D
+        if "d" not in params and name in _NEEDS_D:
+            params = {**params, "d": d}
+        try:
+            p = build_protocol({"name": name, "epsilon": eps, "delta": delta, "n": n, "params": params})
+            p.message_schema()
+        except ValidationError as e:
+            fail(f"--protocol {name}: {e}")
+        except NotImplementedError as e:
+            fail(f"--protocol {name}: has no client side to deploy ({e})")
+
+    def _print_protocol_demo(con, results: list) -> None:
+        from rich.table import Table
+        tab = Table(title="deployed over HTTP: service vs in-process pipeline")
+        for col in ("protocol", "msg/user", "shufflers", "n", "max error", "svc-pipe", "privacy", "s"):
+            tab.add_column(col, overflow="fold")
+        for r in results:
+            diff = r.get("max_abs_diff_in_process")
+            err = r.get("max_abs_error")
+            tab.add_row(str(r["protocol"]), f"{r['messages_per_user']:.3g}", str(r["n_shufflers"]), f"{r['n']:,}",
+                        "-" if err is None else f"{err:.4g}",
+                        ("n/a" if diff is None else f"{diff:.3g}"),
+                        r["privacy_statement"]["text"].split(" [")[0], f"{r['total_s']:.0f}")
+        con.print(tab)
+        con.print("max error: of the estimated totals (counts, sums); svc-pipe: max |service estimate - in-process "
+                  "pipeline on the same messages| (n/a where shufflers add fakes or the curator adds noise)",
+                  markup=False)
+
     @app.command(name="demo")  # explicit name: shuffledp.cli checks it to skip its fallback demo
     def demo(n: int = typer.Option(100_000, parser=count(1), help="simulated clients (1e5 works)"),
              d: int = typer.Option(16, parser=count(2), help="domain size"),
@@ -140,22 +184,40 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
              eps_central: float = typer.Option(1.0, help="target central eps of a released batch"),
              delta: float = typer.Option(1e-8, help="target central delta"),
              out: str = typer.Option("out/demo", help="directory for the HTML report"),
+             protocol: str = typer.Option("", "--protocol", help="deploy this registry protocol instead (its "
+                                          "target is --eps-central/--delta for n users; see `shuffledp protocols`)"),
+             param: list[str] = typer.Option([], "--param", help="a protocol parameter as KEY=VALUE (JSON value), "
+                                             "repeatable, e.g. --param mode='\"parallel\"'"),
              ) -> None:
-        """End to end: shuffler + analyzer on loopback, n clients through the SDK, estimates vs truth."""
+        """End to end: shuffler + analyzer on loopback, n clients through the SDK, estimates vs truth.
+
+        Without --protocol: a single-message local-oracle task (--mechanism) and, beside it, the
+        multi-message protocol Cnt_2M (each user sends 0, 1 or 2 one-bit messages) on "holds item 0".
+        """
         from rich.console import Console
         from rich.table import Table
 
         from ..core.errors import ValidationError
 
         require_extras("demo", "service", "plots")
-        from .demo import check_demo_arguments, run_demo
-        try:  # everything is checked before any service starts
-            check_demo_arguments(n, d, epsilon, mechanism, eps_central, delta)
-        except ValidationError as e:
-            fail(str(e))
+        from .demo import DEFAULT_MULTI_MESSAGE, check_demo_arguments, run_demo, run_protocol_demo
+        params = _parse_params(param)
+        if protocol:
+            _check_protocol_demo(protocol, eps_central, delta, n, params, d)
+        else:
+            try:  # everything is checked before any service starts
+                check_demo_arguments(n, d, epsilon, mechanism, eps_central, delta)
+            except ValidationError as e:
+                fail(str(e))
+            _check_protocol_demo(DEFAULT_MULTI_MESSAGE, min(eps_central, 1.0), delta, n, {}, d)
         writable_dir(out, "--out")
 
         con = Console()
+        if protocol:
+            res = run_protocol_demo(protocol, n=n, epsilon=eps_central, delta=delta, params=params, d=d, out_dir=out,
+                                    progress=lambda m: con.print(m, markup=False))
+            _print_protocol_demo(con, [res])
+            return
         res = run_demo(n=n, d=d, epsilon=epsilon, mechanism=mechanism, eps_central=eps_central, delta=delta,
                        out_dir=out, progress=lambda m: con.print(m, markup=False))
         tab = Table(title=f"{mechanism.upper()} eps0={epsilon:g}, n={n:,}: service estimates vs truth")
@@ -171,3 +233,10 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
         con.print("timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in res["timings"].items())
                   + f"; total {res['total_s']:.1f}s", markup=False)
         con.print(f"report: {res['report']}", markup=False)
+        multi = run_protocol_demo(DEFAULT_MULTI_MESSAGE, n=n, epsilon=min(eps_central, 1.0), delta=delta, d=d,
+                                  out_dir=out, progress=lambda m: con.print(m, markup=False))
+        single = {"protocol": f"{mechanism} (local oracle task)", "messages_per_user": 1.0, "n_shufflers": 1,
+                  "n": n, "max_abs_error": res["max_abs_error"] * n, "privacy_statement": res["privacy_statement"],
+                  "max_abs_diff_in_process": res["max_abs_diff_in_process"], "total_s": res["total_s"],
+                  "fake_messages": 0}
+        _print_protocol_demo(con, [single, multi])

@@ -20,7 +20,11 @@ import numpy as np
 
 from ..core.errors import ValidationError
 
-__all__ = ["run_demo", "in_process_estimate", "demo_task_spec", "check_demo_arguments"]
+__all__ = ["run_demo", "in_process_estimate", "demo_task_spec", "check_demo_arguments", "run_protocol_demo",
+           "protocol_demo_spec", "DEFAULT_MULTI_MESSAGE"]
+
+#: The multi-message protocol the default demo deploys beside the single-message one.
+DEFAULT_MULTI_MESSAGE = "cnt_2m"
 
 #: Demo clients that run the full :class:`ShuffleDPClient` (outbox, ledger, memoization).
 SDK_CLIENTS = 50
@@ -174,6 +178,129 @@ def run_demo(n: int = 100_000, d: int = 16, epsilon: float = 2.0, mechanism: str
     }
     result["report"] = str(_write_report(out, result))
     return result
+
+
+def protocol_demo_spec(name: str, epsilon: float, delta: float, n: int, params: dict[str, Any]) -> dict[str, Any]:
+    """The task ``shuffledp demo --protocol NAME`` creates: one window holding the whole population."""
+    return {"name": f"demo-{name}", "protocol": {"name": name, "epsilon": epsilon, "delta": delta, "n": n,
+                                                 "params": params},
+            "time_precision": 3600, "batch_window": 86400, "min_batch_size_floor": 1,
+            "client_policy": {"max_reports_per_window": 1, "max_reports_per_day": 1, "memoize": True}}
+
+
+def _demo_values(p: Any, n: int, d: int, zipf: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Synthetic inputs of the protocol's kind and their truth (what the estimate estimates, as totals)."""
+    w = 1.0 / np.arange(1, d + 1) ** zipf
+    x = rng.choice(d, size=n, p=w / w.sum())
+    kind = p.input_kind
+    if kind == "bit":
+        bits = (x == 0).astype(np.int64)   # "holds the most popular item"
+        return bits, np.array([bits.sum()], dtype=np.float64)
+    if kind == "unit_interval":
+        u = (x + 0.5) / d
+        return u, np.array([u.sum()])
+    if kind == "multi_categorical":
+        dims = [int(v) for v in getattr(p, "dims")]
+        cols = [rng.choice(da, size=n, p=(1.0 / np.arange(1, da + 1) ** zipf) / (1.0 / np.arange(1, da + 1) ** zipf).sum())
+                for da in dims]
+        arr = np.stack(cols, axis=1)
+        return arr, np.concatenate([np.bincount(c, minlength=da) for c, da in zip(cols, dims)]).astype(float)
+    dd = int(getattr(p, "d", d))
+    x = np.minimum(x, dd - 1)
+    return x, np.bincount(x, minlength=dd).astype(float)
+
+
+def run_protocol_demo(name: str, n: int = 100_000, epsilon: float = 1.0, delta: float = 1e-8,
+                      params: dict[str, Any] | None = None, d: int = 16, zipf: float = 1.1,
+                      sdk_clients: int = 20, out_dir: str | Path = "out/demo", data_seed: int = 1, progress=None,
+                      forward_timeout: float = 600.0, aggregate_deadline: float = 1800.0) -> dict[str, Any]:
+    """Deploy registry protocol ``name`` over HTTP (its ``n_shufflers`` shufflers and an analyzer).
+
+    ``sdk_clients`` users go through :class:`ShuffleDPClient` (outbox, ledger, one envelope per
+    message, a user marker per shuffler); the rest through the same encode/seal/upload vectorized
+    over users. The shufflers add the protocol's fakes; the analyzer's estimate is compared with
+    ``protocol.analyze`` of the messages the clients sent (the in-process pipeline), which is exact
+    unless the shufflers add fakes or the curator adds noise (then those differ by design).
+    """
+    import httpx
+
+    from .client import ShuffleDPClient, fetch_task, upload_protocol_users
+    from .config import build_protocol
+    from .harness import Deployment
+
+    params = dict(params or {})
+    if "d" not in params and name in _NEEDS_D:
+        params["d"] = d
+    spec = protocol_demo_spec(name, epsilon, delta, n, params)
+    p = build_protocol(spec["protocol"])
+    say = progress or (lambda msg: None)
+    t_start = time.perf_counter()
+    timings: dict[str, float] = {}
+    rng = np.random.default_rng(data_seed)
+    x, truth = _demo_values(p, n, d, zipf, rng)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="shuffledp-demo-") as tmp, \
+            Deployment(Path(tmp), forward_timeout=forward_timeout, n_shufflers=p.n_shufflers) as dep:
+        say(f"{name}: analyzer {dep.analyzer.url}, {p.n_shufflers} shuffler(s) {', '.join(dep.shuffler_urls)}")
+        created = dep.create_task(spec)
+        task_id = bytes.fromhex(created["task_id"])
+        http = httpx.Client(timeout=120.0, headers={"user-agent": "shuffledp-sdk/1"})
+        cfg, key = fetch_task(http, dep.analyzer.url, task_id)
+        now = time.time()
+        t0 = time.perf_counter()
+        sdk_msgs = []
+        k = min(sdk_clients, n)
+        for i in range(k):
+            c = ShuffleDPClient(dep.analyzer.url, dep.shuffler_urls, task_id, Path(tmp) / f"client{i}.db", http=http)
+            c.report(x[i].tolist() if x.ndim > 1 else x[i].item(), now=now)
+            c.flush()
+            sdk_msgs.append(json.loads(c.db.execute("SELECT message FROM memo").fetchone()[0]))
+            c.close()
+        timings["sdk_clients_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        pts, _route, acked = upload_protocol_users(http, cfg, key, dep.shuffler_urls, x[k:], now)
+        timings["encode_seal_upload_s"] = time.perf_counter() - t0
+        say(f"{name}: {pts.shape[0] + sum(len(next(iter(m.values()))[0]) for m in sdk_msgs):,} messages of {n:,} "
+            f"users acknowledged by the shuffler(s)")
+        t0 = time.perf_counter()
+        dep.tick(close_current=True)
+        deadline = time.monotonic() + aggregate_deadline
+        while (r := dep.estimates(created["task_id"])).status_code != 200:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no release of {name} within {aggregate_deadline:g} s: {r.text[:300]}")
+            time.sleep(0.5)
+        timings["release_forward_aggregate_s"] = time.perf_counter() - t0
+        est = r.json()
+        counters = [dep.counters(created["task_id"], shuffler=sp) for sp in dep.shufflers]
+        http.close()
+    sent = cfg.report_schema.decode(pts)[0]
+    for m in sdk_msgs:
+        for col in sent:
+            sent[col] = np.concatenate([sent[col], np.asarray(m[col][0], dtype=m[col][1])])
+    if p.n_shufflers > 1:
+        sent["shuffler"] = np.concatenate([_route] + [np.asarray(m.get("shuffler", [[], "<i8"])[0], dtype=np.int64)
+                                                      for m in sdk_msgs]) if "shuffler" in sdk_msgs[0] else _route
+    fakes = sum(int(c.get("fake_messages", 0)) for c in counters)
+    exact = fakes == 0 and p.model != "central"
+    local = p.analyze(sent, n) if exact else None
+    values = np.asarray(est["estimate"])
+    result = {
+        "protocol": name, "params": params, "n": n, "epsilon": epsilon, "delta": delta,
+        "n_shufflers": p.n_shufflers, "messages_per_user": p.messages_per_user, "truth": truth.tolist(),
+        "estimate": est["estimate"], "std_error": est["std_error"], "ci_low": est["ci_low"], "ci_high": est["ci_high"],
+        "privacy_statement": est["privacy_statement"], "n_aggregated": est["n"], "fake_messages": fakes,
+        "max_abs_diff_in_process": float(np.max(np.abs(values - local.values))) if local is not None else None,
+        "max_abs_error": float(np.max(np.abs(values - truth))) if values.shape == truth.shape else None,
+        "counters": counters, "timings": timings, "total_s": time.perf_counter() - t_start,
+    }
+    (out / f"{name}.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+#: protocols whose constructor needs a domain size (the demo passes its ``d``)
+_NEEDS_D = frozenset({"hist_kr", "hist_mm", "slh", "murs", "prhr", "pucm", "ldp_krr", "ldp_oracle",
+                      "cdp_laplace_hist", "range_count", "distinct", "put", "aut"})
 
 
 def _write_report(out: Path, res: dict) -> Path:
