@@ -9,7 +9,7 @@ import pytest
 
 from shuffledp.core.errors import ValidationError
 from shuffledp.service.config import create_task_config
-from shuffledp.service.drop import central_available, drop_offset, released_count_pmf
+from shuffledp.service.drop import drop_offset, released_count_pmf
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -43,10 +43,8 @@ def test_drop_noise_and_central_mode_validation():
     assert e.value.parameter == "central_mode"
 
 
-needs_central = pytest.mark.skipif(not central_available(), reason="shuffledp.central (exact samplers) not merged")
 
 
-@needs_central
 @pytest.mark.slow
 def test_drop_noise_and_central_mode_end_to_end(tmp_path):
     from shuffledp.service.harness import Deployment

@@ -17,12 +17,11 @@ from sqlalchemy import select
 
 from shuffledp.core.errors import ValidationError
 from shuffledp.core.privacy import round_up
-from shuffledp.service.accounting_bridge import central_epsilon
+from shuffledp.service.oracle_privacy import central_epsilon
 from shuffledp.service.analyzer import (AnalyzerState, _ledger_windows, estimates, ingest_batch,
                                         max_reports_per_user)
 from shuffledp.service.client import ConfigError, encode_reports, fetch_task, seal_many
 from shuffledp.service.config import ClientPolicy, TaskConfig, create_task_config
-from shuffledp.service.drop import central_available
 from shuffledp.service.shuffler import ShufflerState
 from shuffledp.service.storage import analyzer_ledger, make_engine, shuffler_batch_items, shuffler_batches
 from shuffledp.service.wire import Batch, encode_batch, encode_key_list, encode_upload
@@ -229,7 +228,6 @@ def test_max_reports_per_user_follows_the_client_policy():
     assert max_reports_per_user(cfg, [d0 + 23, d0 + 24]) == 4        # across midnight: 2 days x 5 > 2 x 2
 
 
-@pytest.mark.skipif(not central_available(), reason="shuffledp.central (exact samplers) not merged")
 def test_central_mode_sensitivity_covers_all_of_a_users_reports(tmp_path):
     an, sh, cfg, key = _world(
         tmp_path, mechanism={"kind": "central", "name": "histogram", "params": {"d": 5}}, min_batch_size_floor=20,

@@ -45,7 +45,7 @@ from ..core.errors import ValidationError
 from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
 from ..local.base import take_reports
-from .accounting_bridge import group_bound, group_log_delta
+from .oracle_privacy import group_bound, group_log_delta
 from .config import MIN_TIME_PRECISION, TASK_FIELDS, TaskConfig, create_task_config
 from .hpke import AEAD_AES_128_GCM, AEAD_CHACHA20_POLY1305, KDF_HKDF_SHA256, generate_key_pair
 from .http_common import Problem, check_bearer, install_problem_handlers, read_body, read_signed_body

@@ -39,7 +39,7 @@ MAX_CLOCK_SKEW = 7 * 86400              # seconds (one week)
 MAX_WAIT_WINDOWS = 100
 MAX_RETENTION_DAYS = 3650
 MAX_REPORTS_CAP = 10**6                 # client_policy caps
-MAX_BATCH_FLOOR = 10**8                 # = accounting_bridge.min_batch_size's n_max
+MAX_BATCH_FLOOR = 10**8                 # = oracle_privacy.min_batch_size's n_max
 MAX_DOMAIN = 2**31 - 1                  # mechanism params.d
 
 #: The fields a task creation request may carry (``POST /v1/tasks``); the task id is chosen by the
@@ -375,7 +375,7 @@ class TaskConfig:
         not replayed): envelopes that fail any check hide nobody. Below the task's
         ``min_batch_size`` no amplification is claimed: the statement is the local guarantee eps0.
         """
-        from .accounting_bridge import central_epsilon
+        from .oracle_privacy import central_epsilon
 
         delta = float(self.target_central["delta"])
         if n < self.min_batch_size:
@@ -418,7 +418,7 @@ def create_task_config(*, name: str, mechanism: dict | None = None, target_centr
       max_reports_per_window`` reports one user may have in a single window give, by group
       privacy, ``(k eps_c, k e^{(k-1) eps_c} delta)`` with a delta >= 1 (no guarantee).
     """
-    from .accounting_bridge import group_bound, min_batch_size
+    from .oracle_privacy import group_bound, min_batch_size
 
     _check(isinstance(name, str) and 0 < len(name) <= 200, "name must be a non-empty string (<= 200 chars)", "name")
     _check((mechanism is None) != (protocol is None), "a task names exactly one of protocol (a registry protocol) "
@@ -459,7 +459,7 @@ def create_task_config(*, name: str, mechanism: dict | None = None, target_centr
                f"{k} reports one user may send in one window are only ({k} eps_c, {k} e^(({k}-1) eps_c) delta)"
                f"-DP at eps_c = {eps_c:g}, delta = {delta:g}, a delta >= 1 (no guarantee); lower "
                f"max_reports_per_window, eps_c or delta", "client_policy.max_reports_per_window")
-    from .drop import central_available, drop_offset
+    from .drop import drop_offset
     if central:
         try:
             ok = isinstance(central_mode, dict) and set(central_mode) == {"eps_per_query", "query_budget_eps"}
@@ -470,8 +470,6 @@ def create_task_config(*, name: str, mechanism: dict | None = None, target_centr
             ok = False
         _check(ok, "a central-mode task needs central_mode {eps_per_query > 0, query_budget_eps >= eps_per_query}"
                " (finite numbers)", "central_mode")
-        _check(central_available(), "central mode needs shuffledp.central (exact discrete Laplace sampler)",
-               "central_mode")
         central_mode = {"eps_per_query": eq, "query_budget_eps": qb}
     else:
         _check(central_mode is None, "central_mode applies only to mechanism kind 'central'", "central_mode")
@@ -485,8 +483,6 @@ def create_task_config(*, name: str, mechanism: dict | None = None, target_centr
         except ValidationError as e:
             raise ValidationError(str(e), parameter="drop_noise") from None
         drop_offset(drop_noise["eps"], drop_noise["delta"])
-        _check(central_available(), "drop_noise needs shuffledp.central (exact discrete Laplace sampler)",
-               "drop_noise")
     probe_value = 0.0 if mechanism.get("kind") == "mean" else 0
     probe = mech.randomize(np.asarray([probe_value]), np.random.default_rng(0))  # layout only, never sent
     schema = PlaintextSchema.from_reports(probe)

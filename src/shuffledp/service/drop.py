@@ -1,4 +1,4 @@
-"""Optional DP random drop before thresholding (spec services-esa §6.7.4).
+"""Optional DP random drop before thresholding (a differentially private pool size).
 
 Given c pending reports, draw Z ~ discrete Laplace with P(Z = z) ∝ e^{-eps_T |z|} (exact integer
 sampler from :mod:`shuffledp.central`, OS randomness), set D = ceil(ln(1/delta_T) / eps_T) and drop
@@ -21,15 +21,7 @@ import numpy as np
 
 from ..core.errors import ValidationError
 
-__all__ = ["drop_offset", "released_after_drop", "sample_drop", "released_count_pmf", "central_available"]
-
-
-def central_available() -> bool:
-    try:
-        from ..central import exact  # noqa: F401
-    except ImportError:
-        return False
-    return True
+__all__ = ["drop_offset", "released_after_drop", "sample_drop", "released_count_pmf"]
 
 
 def drop_offset(eps: float, delta: float) -> int:

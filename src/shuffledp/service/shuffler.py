@@ -410,7 +410,7 @@ class ShufflerState:
                     with self.write_lock, self.engine.begin() as c:
                         if not self._claim_evaluation(c, task_id, crowd, closed):
                             continue
-                    from .drop import sample_drop   # DP random drop (exact sampler, spec §6.7.4)
+                    from .drop import sample_drop   # DP random drop (exact discrete Laplace sampler)
                     drop = sample_drop(n, cfg.drop_noise["eps"], cfg.drop_noise["delta"])
                 elif self.drop_noise is not None and cfg.protocol is None:
                     drop = min(n, max(0, int(self.drop_noise(n))))

@@ -1,11 +1,7 @@
-"""The service's minimum batch size and per-batch statement come from ``shuffledp.accounting``.
+"""A local-oracle task's minimum batch size and per-batch statement come from ``shuffledp.accounting``.
 
-Issue #6: "min batch size computed from the target central (eps_c, delta) via
-shuffledp.accounting (task creation fails when unreachable)". The bridge used to fall back to its
-own FMT21 closed form while the accounting package was unmerged; these in-process tests (no
-services started) check that the merged accountant is the one in use, that the minimum batch
-size is the smallest n meeting the target, and that the fallback formula agrees with the
-accountant's ``clones_closed_form`` where both apply.
+In process (no services): the accountant's numerical clone bound is the one in use, and the
+minimum batch size is the smallest n meeting the target (task creation fails when unreachable).
 """
 
 import math
@@ -14,7 +10,7 @@ import pytest
 
 from shuffledp.accounting import min_users_for, shuffle_amplification
 from shuffledp.core import ValidationError
-from shuffledp.service import accounting_bridge as bridge
+from shuffledp.service import oracle_privacy as bridge
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -32,9 +28,9 @@ def test_min_batch_size_is_the_smallest_n_meeting_the_target(eps0, eps_c, delta)
     assert n == min_users_for(eps0, eps_c, delta, method="clones")
     assert bridge.central_epsilon(eps0, n, delta)[0] <= eps_c
     assert bridge.central_epsilon(eps0, n - 1, delta)[0] > eps_c
-    # the numerical clone bound needs far fewer reports than the closed form the fallback used
-    fallback = next(m for m in range(n, 10**6) if bridge._fmt21_closed_form(eps0, m, delta) <= eps_c)
-    assert fallback > n
+    # the closed form (FMT21 Thm 3.1) is not even defined at the numerical bound's n
+    with pytest.raises(ValidationError):
+        assert shuffle_amplification(eps0, n, delta, method="clones_closed_form") > eps_c
 
 
 def test_target_at_or_above_eps0_needs_one_report():
@@ -58,10 +54,3 @@ def test_no_amplification_claimed_without_local_noise_or_reports():
     assert bridge.central_epsilon(math.inf, 1000, 1e-6)[0] == math.inf
     assert bridge.central_epsilon(2.0, 0, 1e-6)[0] == 2.0
     assert bridge.central_epsilon(2.0, 1, 1e-6)[0] <= 2.0
-
-
-@pytest.mark.parametrize("eps0,n,delta", [(2.0, 2260, 1e-8), (1.0, 10**5, 1e-6), (3.0, 10**6, 1e-9)])
-def test_fallback_formula_matches_accountant_closed_form(eps0, n, delta):
-    ours = bridge._fmt21_closed_form(eps0, n, delta)
-    ref = shuffle_amplification(eps0, n, delta, method="clones_closed_form")
-    assert ours == pytest.approx(ref, rel=1e-10) and ours <= ref  # the accountant rounds outward
