@@ -9,7 +9,6 @@ guarantee ``protocol.privacy(n)`` for the n users of the release.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 
 import numpy as np
@@ -44,9 +43,13 @@ def _values(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def _stored_statistic(dep: Deployment) -> tuple[np.ndarray, int]:
-    db = sqlite3.connect(str(dep.workdir / "analyzer.db"))
-    rows = db.execute("SELECT statistic, dtype, shape, n FROM analyzer_aggregates").fetchall()
-    db.close()
+    from sqlalchemy import text
+
+    from shuffledp.service.storage import make_engine
+    eng = make_engine(dep.analyzer.db)
+    with eng.connect() as c:
+        rows = [tuple(r) for r in c.execute(text("SELECT statistic, dtype, shape, n FROM analyzer_aggregates"))]
+    eng.dispose()
     assert len(rows) == 1, "one window, one crowd: one release"
     stat, dt, shape, n = rows[0]
     return np.frombuffer(stat, dtype=dt).reshape(json.loads(shape)), int(n)
@@ -55,12 +58,26 @@ def _stored_statistic(dep: Deployment) -> tuple[np.ndarray, int]:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_protocol_over_http_equals_pipeline(name: str, tmp_path) -> None:
+    _deploy_and_check(name, tmp_path, {})
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+@pytest.mark.parametrize("name", ["cnt_2m", "murs"])
+def test_protocol_over_http_on_postgresql(name: str, tmp_path) -> None:
+    """The same checks with every service on its own PostgreSQL database (murs: 2 shufflers)."""
+    from .conftest import storage_urls
+    with storage_urls("postgresql", tmp_path, roles=("shuffler", "shuffler1", "analyzer")) as (s0, s1, a):
+        _deploy_and_check(name, tmp_path, {"shuffler_db": s0, "analyzer_db": a, "extra_shuffler_dbs": [s1]})
+
+
+def _deploy_and_check(name: str, tmp_path, storage: dict) -> None:
     params, n, kind = CASES[name]
     spec = {"name": name, "epsilon": 1.0, "delta": 1e-4, "n": n, "params": params}
     p = make_protocol(name, epsilon=1.0, delta=1e-4, n=n, **params)
     rng = np.random.default_rng(7)
     x = _values(kind, n, rng)
-    with Deployment(tmp_path, n_shufflers=p.n_shufflers, tick_seconds=3600) as dep:
+    with Deployment(tmp_path, n_shufflers=p.n_shufflers, tick_seconds=3600, **storage) as dep:
         created = dep.create_task({"name": name, "protocol": spec, "time_precision": 60, "batch_window": 3600,
                                    "min_batch_size_floor": 1})
         task_id = bytes.fromhex(created["task_id"])

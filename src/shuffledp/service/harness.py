@@ -98,6 +98,8 @@ class Deployment:
     #: shuffler processes (a protocol with several shufflers, e.g. MURS in parallel mode or
     #: attribute fragmenting, registers shuffler j with index j)
     n_shufflers: int = 1
+    #: database URLs of shufflers 1, 2, ... (default: SQLite files ``shuffler1.db``, ... in ``workdir``)
+    extra_shuffler_dbs: list | None = None
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir)
@@ -119,7 +121,8 @@ class Deployment:
         self.shufflers = [
             ServiceProcess("shuffler",
                            (self.shuffler_db or f"sqlite:///{self.workdir / 'shuffler.db'}") if j == 0
-                           else f"sqlite:///{self.workdir / f'shuffler{j}.db'}",
+                           else (self.extra_shuffler_dbs[j - 1] if self.extra_shuffler_dbs
+                                 else f"sqlite:///{self.workdir / f'shuffler{j}.db'}"),
                            self.workdir, env, tick=self.tick_seconds,
                            extra_args=["--forward-timeout", str(self.forward_timeout)],
                            name="shuffler" if j == 0 else f"shuffler{j}")
