@@ -55,7 +55,7 @@ def write_report(res: dict, outdir: Path, fmt: Any) -> Path:
     names = [k for k in res["curves"] if k != "k"]
     h.append("<h2>Gaussian composition: epsilon after k mechanisms (sigma = 200, delta = 1e-5)</h2>")
     h.append(figure(outdir, "composition_sigma200.png", "epsilon after k Gaussian compositions",
-                    "<br>Each curve is one way of accounting for k runs of the Gaussian mechanism (L2 sensitivity "
+                    "Each curve is one way of accounting for k runs of the Gaussian mechanism (L2 sensitivity "
                     "1, sigma = 200): the y value is the epsilon it certifies at delta = 1e-5 after k runs. Lower "
                     "is tighter; the exact curve is the truth, every valid bound lies on or above it. The dashed "
                     "curves are the chapter's own (one of them not a valid bound). No Monte Carlo: exact "

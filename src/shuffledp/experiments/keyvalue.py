@@ -283,7 +283,7 @@ def _plots(rows: list[dict], cfg: KeyValueExperimentConfig, infos: dict) -> list
         fig.tight_layout()
         fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4, fontsize=9,
                    frameon=False)
-        save_figure(fig, cfg.outdir / f"{fig_id}.png", dpi=90)
+        save_figure(fig, cfg.outdir / f"{fig_id}.png", dpi=100)
         plt.close(fig)
         cols = ("dataset", "mechanism", "epsilon") + (("top_n",) if fig_id == "fig_relative_error_topn" else ()) \
             + (key, key + "_se", "runs")
@@ -463,7 +463,7 @@ def _report(rows, cfg, infos, claims, files, elapsed, note: str = "") -> Path:
         eps_text = (f"{cfg.re_epsilon:g} (the same for every series)" if fid == "fig_relative_error_topn"
                     else "the x-axis value (the same for every series at each x)")
         h.append(f"<h2 id='{fid}'>{esc(titles[fid])}</h2>")
-        h.append(figure(cfg.outdir, f"{fid}.png", titles[fid], "<br>" + _HOW[fid] + band_txt,
+        h.append(figure(cfg.outdir, f"{fid}.png", titles[fid], _HOW[fid] + band_txt,
                         caption=f"Data: <a href='{fid}.csv'>{fid}.csv</a> ({cfg.runs} runs per point).",
                         privacy=_privacy_rows(eps_text)))
         h.append("<h3>The paper's claims, checked on these numbers</h3><ul>")

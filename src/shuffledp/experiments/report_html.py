@@ -56,11 +56,13 @@ h3 { font-size: 1.1rem; margin: 1.6rem 0 .4rem; }
 p, li { max-width: var(--text); }
 code { font-size: .92em; background: #f3f3f3; padding: 0 .2em; border-radius: 3px; }
 small { color: #555; }
-.wide { width: max-content; max-width: calc(100vw - 2rem); overflow-x: auto; }
+/* wide content (figures, tables) may leave the text column: centred on it, at most the viewport's
+   width, scrolling horizontally rather than shrinking an image */
+.wide, figure .img, .panels { width: max-content; max-width: min(calc(100vw - 2rem), 90rem); overflow-x: auto;
+       position: relative; left: 50%; transform: translateX(-50%); }
 figure { margin: 1.2rem 0 1.6rem; }
-figure .img { overflow-x: auto; max-width: calc(100vw - 2rem); width: max-content; }
 figure img { display: block; max-width: none; height: auto; }
-.panels { display: flex; flex-wrap: wrap; gap: .5rem 1rem; width: max-content; max-width: calc(100vw - 2rem); }
+.panels { display: flex; flex-wrap: wrap; gap: .5rem 1rem; justify-content: center; }
 figcaption { max-width: var(--text); font-size: .95rem; margin-top: .4rem; }
 .howto { background: #f4f7fb; border-left: 4px solid #6b8fc2; padding: .5rem .8rem; margin: .6rem 0;
          max-width: var(--text); font-size: .95rem; }
@@ -132,7 +134,7 @@ def figure(outdir: Path | None, srcs: str | Sequence[str], alt: str, how_to_read
         out.append(f"<p>{caption}</p>")
     out.append(f"<div class='howto'><b>How to read this</b>{how_to_read}</div>")
     if privacy:
-        out.append("<details><summary>Privacy statement of each series</summary>"
+        out.append("<details open><summary>Privacy statement of each series</summary>"
                    + privacy_table(privacy) + "</details>")
     out.append("</figcaption></figure>")
     return "".join(out)

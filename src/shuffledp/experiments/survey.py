@@ -615,7 +615,7 @@ def _how_to_read(fig: FigureSpec, rows: list[dict]) -> str:
     rep_txt = f"{min(reps)}-{max(reps)}" if reps and min(reps) != max(reps) else (str(reps[0]) if reps else "no")
     what = {"counting": "the number of users holding a 1", "histogram": "the d per-value counts (RMSE over all "
             "values)", "sum": "the sum of the users' values in [0, 1]"}[fig.problem]
-    common = (f"The top-left panel is the root mean squared error of the estimate of {what}, from {rep_txt} "
+    common = (f"The first panel is the root mean squared error of the estimate of {what}, from {rep_txt} "
               "independent releases per point; <b>the error bars (bar charts) or shaded bands (line plots) are "
               "+-2 standard errors of that RMSE estimate</b> (delta method: se(RMSE) = sd(squared errors) / "
               "(2 RMSE sqrt(R))), i.e. Monte Carlo noise, not the spread of single releases. The other panels "
@@ -624,9 +624,9 @@ def _how_to_read(fig: FigureSpec, rows: list[dict]) -> str:
               "All methods meet the same central target (eps_c, delta); the privacy statement each one actually "
               "achieves is listed below the figure.")
     if fig.x_name == "method":
-        return (f"<br>One setting, one bar per method (blue: shuffle protocols, grey: the local-model and central-"
+        return (f"One setting, one bar per method (blue: shuffle protocols, grey: the local-model and central-"
                 f"model baselines). {common}")
-    return (f"<br>Each line is a method, plotted against {_SWEPT[fig.x_name]} (solid: shuffle protocols, dashed: "
+    return (f"Each line is a method, plotted against {_SWEPT[fig.x_name]} (solid: shuffle protocols, dashed: "
             f"the local-model and central-model baselines); a missing point means the method was skipped there "
             f"(reasons under the figure). {common}")
 
