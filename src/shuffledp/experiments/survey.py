@@ -614,7 +614,7 @@ def _how_to_read(fig: FigureSpec, rows: list[dict]) -> str:
     reps = [int(r["reps"]) for r in rows if not _isnan(r["reps"]) and r["reps"] > 0]
     rep_txt = f"{min(reps)}-{max(reps)}" if reps and min(reps) != max(reps) else (str(reps[0]) if reps else "no")
     what = {"counting": "the number of users holding a 1", "histogram": "the d per-value counts (RMSE over all "
-            "values)", "sum": "the sum of the users' values in [0, 1]"}[fig.problem]
+            "values)", "sum": "the sum of the users' values in [0, 1]"}.get(fig.problem, "the estimated total")
     common = (f"The first panel is the root mean squared error of the estimate of {what}, from {rep_txt} "
               "independent releases per point; <b>the error bars (bar charts) or shaded bands (line plots) are "
               "+-2 standard errors of that RMSE estimate</b> (delta method: se(RMSE) = sd(squared errors) / "
@@ -626,7 +626,7 @@ def _how_to_read(fig: FigureSpec, rows: list[dict]) -> str:
     if fig.x_name == "method":
         return (f"One setting, one bar per method (blue: shuffle protocols, grey: the local-model and central-"
                 f"model baselines). {common}")
-    return (f"Each line is a method, plotted against {_SWEPT[fig.x_name]} (solid: shuffle protocols, dashed: "
+    return (f"Each line is a method, plotted against {_SWEPT.get(fig.x_name, fig.x_name)} (solid: shuffle protocols, dashed: "
             f"the local-model and central-model baselines); a missing point means the method was skipped there "
             f"(reasons under the figure). {common}")
 
