@@ -1,4 +1,5 @@
-"""Reproduction: the survey's amplification Tables 1–4 and seed 001's composition figure.
+"""Reproduction: the survey's amplification Tables 1–4 and the composition figure of the chapter
+"Variants of differential privacy" (Near and Abuah, Programming Differential Privacy).
 
 - Tables (delta = 1e-9, n in {1e4, 1e5, 1e6, 1e7}; grids from spec shuffle-amplification-sum-other.md
   §1 because the survey's own grids were stripped): Thm 1 (EFMRTT19) forward and converse, Thm 1 next
@@ -6,9 +7,9 @@
   (converse), Thm 3 (Cheu et al.) converse and forward, both the exact and the eq. (7) form,
   Thm 4 (BBGN19 Thm 3.1) converse for k = 2, 10, 100 and forward for k = 2. "None" = outside the
   theorem's validity domain (the method raised OutOfDomainError).
-- Figure (seed 001): epsilon after k Gaussian compositions (sigma = 200, L2 sensitivity 1,
-  delta = 1e-5): seed's "advanced composition" curve, the real Dwork–Rothblum–Vadhan theorem with
-  the delta split, zCDP, RDP at fixed alpha = 60 and 20 (seed's curves), RDP on our grid with the
+- Figure (that chapter): epsilon after k Gaussian compositions (sigma = 200, L2 sensitivity 1,
+  delta = 1e-5): the chapter's "advanced composition" curve, the real Dwork–Rothblum–Vadhan theorem with
+  the delta split, zCDP, RDP at fixed alpha = 60 and 20 (the chapter's curves), RDP on our grid with the
   improved conversion, and the exact Gaussian composition (Balle–Wang).
 """
 
@@ -26,13 +27,23 @@ from ..accounting import (GaussianEvent, RdpAccountant, advanced_composition, ga
                           local_epsilon_for, shuffle_amplification, zcdp_to_epsilon)
 from ..core.errors import OutOfDomainError
 
-__all__ = ["Table", "amplification_tables", "composition_curves", "seed_errors", "run", "TABLE_DELTA",
+__all__ = ["CURVE_LABELS", "Table", "amplification_tables", "composition_curves", "seed_errors", "run", "TABLE_DELTA",
            "FIGURE_SIGMA", "FIGURE_DELTA"]
 
 TABLE_DELTA = 1e-9
 NS = (10_000, 100_000, 1_000_000, 10_000_000)
 FIGURE_SIGMA = 200.0
 FIGURE_DELTA = 1e-5
+#: legend of each composition curve (the CSV column names stay as they are)
+CURVE_LABELS = {
+    "seed_advanced": "chapter's 'advanced composition' (not DRV)",
+    "drv_advanced": "advanced composition (DRV, delta split)",
+    "zcdp": "zCDP (rho + 2 sqrt(rho ln 1/delta))",
+    "rdp_alpha60": "RDP, fixed alpha = 60 (chapter)",
+    "rdp_alpha20": "RDP, fixed alpha = 20 (chapter)",
+    "rdp_grid_improved": "RDP, order grid, improved conversion",
+    "exact": "exact Gaussian composition (Balle–Wang)",
+}
 
 
 @dataclass
@@ -139,18 +150,18 @@ def composition_curves(ks: np.ndarray | None = None, sigma: float = FIGURE_SIGMA
 
 
 def seed_errors(sigma: float = FIGURE_SIGMA, delta: float = FIGURE_DELTA) -> list[str]:
-    """The two statements in seed 001 that the computation contradicts, with our numbers."""
+    """The two statements of the composition chapter that the computation contradicts, with our numbers."""
     rho = 1.0 / (2.0 * sigma**2)
     L = math.log(1.0 / delta)
     touch = {a: L / (rho * (a - 1) ** 2) for a in (20, 60)}
     c = composition_curves(np.array([300, 500]), sigma, delta)
     return [
-        "Seed 001, 'advanced composition' curve: it plots 2*g*sqrt(2k ln(1/delta)) with g the per-query "
+        "The chapter's 'advanced composition' curve (Near and Abuah, Variants of DP): it plots 2*g*sqrt(2k ln(1/delta)) with g the per-query "
         "classic Gaussian epsilon. That is not the Dwork–Rothblum–Vadhan theorem "
         "(sqrt(2k ln(1/delta'))*e0 + k*e0*(e^e0-1), total delta k*delta_i + delta') and it ignores the "
-        f"delta blow-up. At k=500: seed curve {c['seed_advanced'][1]:.5f}, DRV with the delta split "
+        f"delta blow-up. At k=500: chapter's curve {c['seed_advanced'][1]:.5f}, DRV with the delta split "
         f"(delta_i=delta/2k, delta'=delta/2) {c['drv_advanced'][1]:.5f}.",
-        "Seed 001, 'the RDP (alpha = 20) and zCDP curves cross near k = 300': a fixed-alpha RDP line "
+        "The chapter's statement 'the RDP (alpha = 20) and zCDP curves cross near k = 300': a fixed-alpha RDP line "
         "never crosses the zCDP curve (zCDP's conversion is its minimum over alpha); it touches it at the "
         f"k where alpha is optimal, k = ln(1/delta)/(rho (alpha-1)^2): k = {touch[60]:.1f} for alpha = 60 "
         f"and k = {touch[20]:.0f} for alpha = 20. At k = 300: RDP alpha=20 {c['rdp_alpha20'][0]:.5f} vs "
@@ -192,6 +203,8 @@ def write_figure(curves: dict[str, np.ndarray], outdir: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from .report_html import save_figure
+
     csv_path = outdir / "composition_sigma200.csv"
     names = [k for k in curves if k != "k"]
     with csv_path.open("w", newline="") as fh:
@@ -199,27 +212,18 @@ def write_figure(curves: dict[str, np.ndarray], outdir: Path) -> list[Path]:
         w.writerow(["k"] + names)
         for i, k in enumerate(curves["k"].tolist()):
             w.writerow([k] + [f"{curves[nm][i]:.10g}" for nm in names])
-    labels = {
-        "seed_advanced": "seed 001 'advanced composition' (not DRV)",
-        "drv_advanced": "advanced composition (DRV, delta split)",
-        "zcdp": "zCDP (rho + 2 sqrt(rho ln 1/delta))",
-        "rdp_alpha60": "RDP, fixed alpha = 60 (seed)",
-        "rdp_alpha20": "RDP, fixed alpha = 20 (seed)",
-        "rdp_grid_improved": "RDP, order grid, improved conversion",
-        "exact": "exact Gaussian composition (Balle–Wang)",
-    }
     fig, ax = plt.subplots(figsize=(8, 5))
     for nm in names:
-        ax.plot(curves["k"], curves[nm], label=labels.get(nm, nm),
-                linestyle="--" if nm in ("seed_advanced", "rdp_alpha20") else "-")
+        ax.plot(curves["k"], curves[nm], label=CURVE_LABELS.get(nm, nm),
+                linestyle="--" if nm in ("seed_advanced", "rdp_alpha60", "rdp_alpha20") else "-")
     ax.set_xlabel("number of Gaussian compositions k (sigma = 200, sensitivity 1)")
     ax.set_ylabel("epsilon at delta = 1e-5")
     ax.set_ylim(0, 3.0)
-    ax.set_title("Seed 001 figure, recomputed")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    ax.set_title("Gaussian composition (sigma = 200): epsilon at delta = 1e-5", fontsize=11)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     png = outdir / "composition_sigma200.png"
-    fig.savefig(png, dpi=120)
+    save_figure(fig, png, dpi=100)
     plt.close(fig)
     return [csv_path, png]
 

@@ -1,4 +1,4 @@
-"""Reproduction of seed 004's (HISKV) experiments: MSE of key frequencies and means vs eps, and
+"""Reproduction of the HISKV paper's (Zhang, Xu, Fu, Meng) experiments: MSE of key frequencies and means vs eps, and
 relative error of the top-N keys, for HISKV, PCKV-GRR, PCKV-UE, PrivKV, KVOH, KVUE, LDPKV-approx and the
 RAPPOR+Harmony baseline (RAPPOR/unary encoding for the sampled key, Harmony for its value).
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import html
+import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from .kvdata import dataset_spec, generate
 from .kvsim import SortedPairs, sampling_counts_padding
 
 __all__ = ["KeyValueExperimentConfig", "run_keyvalue_experiment", "MECHANISMS", "EPSILONS", "TOPS", "figure_cells",
-           "figure_rows", "most_accurate_claim"]
+           "figure_rows", "most_accurate_claim", "read_results", "rebuild_report", "PRIVACY"]
 
 MECHANISMS = ["hiskv", "hiskv-amp", "hiskv-bestc", "pckv-grr", "pckv-ue", "privkv", "kvoh", "kvue", "ldpkv", "rappor-harmony"]
 LABELS = {"hiskv": "HISKV", "hiskv-amp": "HISKV-amp (ours)", "hiskv-bestc": "HISKV (best c for freq.)", "pckv-grr": "PCKV-GRR", "pckv-ue": "PCKV-UE", "privkv": "PrivKV", "kvoh": "KVOH",
@@ -56,7 +57,7 @@ class KeyValueExperimentConfig:
     epsilons: list[float] = field(default_factory=lambda: list(EPSILONS))
     beta: float = 0.1
     hiskv_c: float = 1.0
-    #: OETL length domain {1..L}: the seed uses L = d, which is hopeless at these sizes (ell ≈ d);
+    #: OETL length domain {1..L}: the paper uses L = d, which is hopeless at these sizes (ell ≈ d);
     #: a public bound of 64 is our [R] choice (sets longer than 64 report 64)
     oetl_max_length: int = 64
     re_epsilon: float = 1.6
@@ -73,12 +74,22 @@ class KeyValueExperimentConfig:
 
 
 def _errors(f_hat: np.ndarray, m_hat: np.ndarray, f: np.ndarray, m: np.ndarray, order: np.ndarray) -> dict:
-    """Per top-N: MSE_f, MSE_m, RE averaged over runs (f_hat, m_hat shape (R, d))."""
+    """Per top-N: MSE_f, MSE_m, RE averaged over runs (f_hat, m_hat shape (R, d)), then their
+    standard errors over the R independent runs: sd of the per-run values (each run's mean over the
+    N keys) / sqrt(R). The three estimates are computed exactly as before the standard errors existed
+    (one mean over the (R, N) block), so the same seed gives the same numbers."""
     out = {}
+    R = f_hat.shape[0]
+
+    def se(per_run: np.ndarray) -> float:
+        return float(per_run.std(ddof=1) / math.sqrt(R)) if R > 1 else float("nan")
+
     for N in TOPS:
         X = order[:N]
-        out[N] = (float(np.mean((f_hat[:, X] - f[X]) ** 2)), float(np.mean((m_hat[:, X] - m[X]) ** 2)),
-                  float(np.mean(np.abs(f_hat[:, X] - f[X]) / f[X])))
+        sq_f, sq_m = (f_hat[:, X] - f[X]) ** 2, (m_hat[:, X] - m[X]) ** 2
+        rel = np.abs(f_hat[:, X] - f[X]) / f[X]
+        out[N] = (float(np.mean(sq_f)), float(np.mean(sq_m)), float(np.mean(rel)),
+                  se(sq_f.mean(axis=1)), se(sq_m.mean(axis=1)), se(rel.mean(axis=1)))
     return out
 
 
@@ -152,9 +163,10 @@ def _dataset_rows(name: str, cfg: KeyValueExperimentConfig, progress, task) -> t
                 pe = mech.point_estimates(mech.simulate_statistic(U, rng))
                 f_hat, m_hat = pe["f_clipped"], pe["m_clipped"]
                 ell_used = float("nan")
-            for N, (mf, mm, re) in _errors(f_hat, m_hat, f, m, order).items():
+            for N, (mf, mm, re, mf_se, mm_se, re_se) in _errors(f_hat, m_hat, f, m, order).items():
                 rows.append({"dataset": name, "mechanism": mech_name, "epsilon": eps, "top_n": N, "mse_frequency": mf,
-                             "mse_mean": mm, "relative_error": re, "runs": R, "n": n, "d": d, "ell": ell_used})
+                             "mse_mean": mm, "relative_error": re, "runs": R, "n": n, "d": d, "ell": ell_used,
+                             "mse_frequency_se": mf_se, "mse_mean_se": mm_se, "relative_error_se": re_se})
     info = {"label": spec.label, "n": n, "d": d, "mean_len": float(lens.mean()), "p90_len": ell_pckv,
             "hiskv_ell": {eps: float(ells[eps].mean()) for eps in cfg.epsilons},
             "hiskv_bestc": {eps: float(bestc[eps].mean()) for eps in cfg.epsilons}}
@@ -166,6 +178,11 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
+
+
+def _cell(v):
+    """A CSV cell: nan (a value the run did not record) as an empty cell."""
+    return "" if isinstance(v, float) and math.isnan(v) else v
 
 
 def _lookup(rows, ds, mech, eps, N, key):
@@ -192,52 +209,86 @@ def figure_rows(rows: list[dict], fig_id: str, cfg: KeyValueExperimentConfig) ->
     return [r for r in rows if (r["epsilon"], r["top_n"]) in cells and r["dataset"] in cfg.datasets]
 
 
+#: each series' privacy guarantee, for every plotted eps (checked exactly, for every report, by
+#: tests/keyvalue/test_privacy.py); the whole set of a user's key-value pairs is the protected input
+PRIVACY = {
+    "hiskv": "eps-LDP per user (local model): a beta fraction of users report their set length with GRR "
+             "(OETL) at eps, the others one key-value cell at eps with HISKV's cell family",
+    "hiskv-amp": "eps-LDP per user (local model): as HISKV, but the cell family runs at "
+                 "eps' = ln(ell (e^eps - 1) + 1), which padding-and-sampling to ell brings back to eps",
+    "hiskv-bestc": "eps-LDP per user (local model): HISKV with c chosen from public parameters only",
+    "pckv-grr": "eps-LDP per user (local model): padding-and-sampling to ell, then GRR over key-value cells",
+    "pckv-ue": "eps-LDP per user (local model): padding-and-sampling to ell, then unary encoding of the cell",
+    "privkv": "eps-LDP per user (local model): eps/2 for the key bit, eps/2 for the value (the exact "
+              "composed loss is lower)",
+    "kvoh": "eps-LDP per user (local model): uniform key sampling, one-hot style perturbation",
+    "kvue": "eps-LDP per user (local model): uniform key sampling, unary encoding of the (key, value) cell",
+    "ldpkv": "eps-LDP per user (local model): uniform key sampling + GRR on the discretized pair (= KVUE)",
+    "rappor-harmony": "eps-LDP per user (local model): padding-and-sampling to ell, RAPPOR on the key at "
+                      "eps/2 and Harmony on its value at eps/2",
+}
+
+
+def _privacy_rows(eps_text: str) -> list[tuple[str, str]]:
+    return [(LABELS[m], f"{PRIVACY[m]}; eps = {eps_text}") for m in MECHANISMS]
+
+
+_FIGS = (("fig_mse_frequency", "mse_frequency", "MSE of frequencies (top-50 keys)"),
+         ("fig_mse_mean", "mse_mean", "MSE of means (top-50 keys)"),
+         ("fig_relative_error_topn", "relative_error", "relative error of frequencies"))
+
+
 def _plots(rows: list[dict], cfg: KeyValueExperimentConfig, infos: dict) -> list[str]:
+    """One PNG per figure: a grid of panels (one per dataset), each Monte Carlo curve with a band of
+    +-2 standard errors where the rows record them, the legend below the panels."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from .report_html import band, save_figure
+
     files = []
-    for fig_id, key, ylabel in (("fig_mse_frequency", "mse_frequency", "MSE of frequencies (top-50 keys)"),
-                                ("fig_mse_mean", "mse_mean", "MSE of means (top-50 keys)")):
+    for fig_id, key, ylabel in _FIGS:
         frows = figure_rows(rows, fig_id, cfg)
         cells = figure_cells(fig_id, cfg)
-        fig, axes = plt.subplots(1, len(cfg.datasets), figsize=(4.2 * len(cfg.datasets), 3.6), squeeze=False)
-        for ax, ds in zip(axes[0], cfg.datasets):
+        k = len(cfg.datasets)
+        ncols = min(2, k)
+        nrows = math.ceil(k / ncols)
+        fig, axes = plt.subplots(nrows, ncols, figsize=(5.0 * ncols, 3.8 * nrows), squeeze=False)
+        for ax in axes.flat[k:]:
+            ax.set_visible(False)
+        for ax, ds in zip(axes.flat, cfg.datasets):
             for mech in MECHANISMS:
-                ax.plot([e for e, _ in cells], [_lookup(frows, ds, mech, e, N, key) for e, N in cells], marker="o",
-                        label=LABELS[mech])
-            ax.set_xscale("log", base=2)
+                xs = [N if fig_id == "fig_relative_error_topn" else e for e, N in cells]
+                ys = [_lookup(frows, ds, mech, e, N, key) for e, N in cells]
+                se = [_lookup(frows, ds, mech, e, N, key + "_se") for e, N in cells]
+                band(ax, xs, ys, se, log=True, marker="o", ms=3.5, label=LABELS[mech],
+                     linestyle="--" if mech == "rappor-harmony" else "-")
+            if fig_id != "fig_relative_error_topn":
+                ax.set_xscale("log", base=2)
+                ax.set_xticks(cfg.epsilons)
+                ax.set_xticklabels([f"{e:g}" for e in cfg.epsilons])
+                ax.minorticks_off()
+                ax.set_xlabel("epsilon (per-user LDP budget)", fontsize=10)
+            else:
+                ax.set_xlabel("top-N most frequent keys", fontsize=10)
             ax.set_yscale("log")
-            ax.set_xlabel("epsilon")
-            ax.set_title(infos[ds]["label"], fontsize=9)
-        axes[0][0].set_ylabel(ylabel)
-        axes[0][-1].legend(fontsize=7)
+            ax.grid(True, which="major", alpha=0.3)
+            ax.tick_params(labelsize=9)
+            ax.set_title(infos.get(ds, {}).get("label", ds), fontsize=10)
+            ax.set_ylabel(ylabel if fig_id != "fig_relative_error_topn" else f"{ylabel} (eps={cfg.re_epsilon:g})",
+                          fontsize=10)
+        handles, labels = axes.flat[0].get_legend_handles_labels()
         fig.tight_layout()
-        fig.savefig(cfg.outdir / f"{fig_id}.png", dpi=110)
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4, fontsize=9,
+                   frameon=False)
+        save_figure(fig, cfg.outdir / f"{fig_id}.png", dpi=100)
         plt.close(fig)
-        _write_csv(cfg.outdir / f"{fig_id}.csv", [{k: r[k] for k in ("dataset", "mechanism", "epsilon", key, "runs")}
-                                                  for r in frows])
+        cols = ("dataset", "mechanism", "epsilon") + (("top_n",) if fig_id == "fig_relative_error_topn" else ()) \
+            + (key, key + "_se", "runs")
+        _write_csv(cfg.outdir / f"{fig_id}.csv", [{c: _cell(r.get(c, "")) for c in cols} for r in frows])
         files.append(fig_id)
-    frows = figure_rows(rows, "fig_relative_error_topn", cfg)
-    cells = figure_cells("fig_relative_error_topn", cfg)
-    fig, axes = plt.subplots(1, len(cfg.datasets), figsize=(4.2 * len(cfg.datasets), 3.6), squeeze=False)
-    for ax, ds in zip(axes[0], cfg.datasets):
-        for mech in MECHANISMS:
-            ax.plot([N for _, N in cells], [_lookup(frows, ds, mech, e, N, "relative_error") for e, N in cells],
-                    marker="o", label=LABELS[mech])
-        ax.set_yscale("log")
-        ax.set_xlabel("top-N keys")
-        ax.set_title(infos[ds]["label"], fontsize=9)
-    axes[0][0].set_ylabel(f"relative error of frequencies (eps={cfg.re_epsilon:g})")
-    axes[0][-1].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(cfg.outdir / "fig_relative_error_topn.png", dpi=110)
-    plt.close(fig)
-    _write_csv(cfg.outdir / "fig_relative_error_topn.csv",
-               [{k: r[k] for k in ("dataset", "mechanism", "epsilon", "top_n", "relative_error", "runs")} for r in frows])
-    files.append("fig_relative_error_topn")
     return files
 
 
@@ -337,58 +388,164 @@ def _claims(rows: list[dict], cfg: KeyValueExperimentConfig) -> dict[str, list[s
 
 
 def _baselines_note() -> str:
-    return ("RAPPOR+Harmony is our reconstruction of seed 004's RAPPOR and Harmony baselines (the seed does not "
-            "say how they were combined): padding-and-sampling to PCKV's ell, basic one-time RAPPOR "
+    return ("RAPPOR+Harmony is our reconstruction of the paper's RAPPOR and Harmony baselines (the paper does "
+            "not say how they were combined): padding-and-sampling to PCKV's ell, basic one-time RAPPOR "
             "(symmetric unary encoding over the d keys) on the sampled key at eps/2 and Harmony on its value "
             "at eps/2; frequencies from the debiased bit counts, means from the sign sums over reports with the "
             "key's bit set (docs/keyvalue.md).")
 
 
-def _report(rows, cfg, infos, claims, files, elapsed) -> Path:
-    h = ["<html><head><meta charset='utf-8'><title>Key-value LDP: reproduction of seed 004</title></head><body>",
-         "<h1>Key-value LDP — reproduction of seed 004 (HISKV) experiments</h1>",
-         f"<p>{cfg.runs} runs per point; eps ∈ {cfg.epsilons}; beta = {cfg.beta}; HISKV c = {cfg.hiskv_c}; "
-         f"HISKV (best c for freq.): c = HISKV.best_c(eps, d, OETL's ell, (1 - beta) n, {BESTC_DESIGN}) "
+_HOW = {
+    "fig_mse_frequency": "One panel per dataset. Each line is a mechanism: the mean squared error of its estimated "
+                         "key frequencies (fraction of users holding the key, clipped to [0, 1]), averaged over the "
+                         "50 most frequent keys and over the runs, against the privacy budget eps (log scales). "
+                         "Lower is better; every curve should fall as eps grows.",
+    "fig_mse_mean": "One panel per dataset. Each line is a mechanism: the mean squared error of its estimated per-key "
+                    "mean values (in [-1, 1]), averaged over the 50 most frequent keys and over the runs, against "
+                    "eps (log scales). Lower is better.",
+    "fig_relative_error_topn": "One panel per dataset. Each line is a mechanism at one eps: the mean relative error "
+                               "|f̂ - f| / f of the frequencies of the N most frequent keys, for N = 10..50 (log "
+                               "y scale). Lower is better; it grows with N because rarer keys are harder.",
+}
+
+
+def _report(rows, cfg, infos, claims, files, elapsed, note: str = "") -> Path:
+    from .report_html import SOURCES, figure, table, write_page
+
+    esc = html.escape
+    has_se = any(not math.isnan(float(r.get("mse_frequency_se", float("nan")))) for r in rows)
+    band_txt = (" <b>Shaded bands: +-2 standard errors of each plotted mean over the runs</b> (sd of the per-run "
+                "values / sqrt(runs)): the Monte Carlo uncertainty of the curve, not the spread of one release. "
+                "Curves whose bands overlap are not distinguishable with this many runs.") if has_se else (
+        " <b>No error bands:</b> this run's CSV predates the recorded standard errors (rerun with --full).")
+    wall = f"wall time {elapsed:.0f} s" if elapsed == elapsed else "wall time not recorded"
+    h = [f"<p>This page re-runs the experiments of {esc(SOURCES['hiskv'])}: the error of key frequencies and "
+         "per-key means as the privacy budget eps grows, and the relative error of the top-N keys, for HISKV and the "
+         "key-value mechanisms it is compared with.</p>",
+         f"<p>Run: {cfg.runs} runs per point; eps ∈ {cfg.epsilons}; beta = {cfg.beta}; HISKV c = {cfg.hiskv_c}; "
+         f"HISKV (best c for freq.): c = HISKV.best_c(eps, d, OETL's ell, (1 - beta) n, {esc(str(BESTC_DESIGN))}) "
          "(public parameters only; best_c's default equal weights give c = 1, i.e. the HISKV series); "
-         f"seed {cfg.seed}; wall time {elapsed:.0f} s. Errors use clipped frequencies and the mechanisms' "
+         f"random seed {cfg.seed}; {wall}. Errors use clipped frequencies and the mechanisms' "
          "corrected means. Method: exact per-user sampling stage + exact per-key perturbation law "
          "(see <code>shuffledp.experiments.keyvalue</code>).</p>",
          "<p><b>Caveats.</b> TalkingData and JData are <i>stand-ins</i> generated with the published counts "
-         "(users, keys, mean pairs), not the real data; GAUSS/LNR recipes are reconstructed. LDPKV is "
+         "(users, keys, mean pairs), not the real data; the GAUSS and LNR recipes are reconstructed. LDPKV is "
          "LDPKV-approx (KVUE-equivalent; no public source). HISKV uses our eps-LDP cell family "
-         "(p1 = e^eps t, q1 = c t, q2 = t), because the seed's literal probabilities are not eps-LDP "
+         "(p1 = e^eps t, q1 = c t, q2 = t), because the paper's literal probabilities are not eps-LDP "
          "(docs/keyvalue.md); HISKV-amp is our extension (same family at eps' = ln(ell(e^eps - 1) + 1), "
          "eps-LDP thanks to padding-and-sampling; at c = 1 it equals PCKV-GRR's cell probabilities, so it "
          "differs from PCKV-GRR only by OETL's ell and the beta users spent on it). OETL uses the length "
          f"domain {{1..{cfg.oetl_max_length}}} and norm-sub consistency. PCKV uses ell = the true 90th "
          "percentile of set lengths (no privacy cost charged for it, as in the PCKV paper's experiments). "
-         + html.escape(_baselines_note()) + "</p>", "<h2>Datasets</h2><ul>"]
+         + esc(_baselines_note()) + "</p>"]
+    if note:
+        h.append(f"<p class='note'>{esc(note)}</p>")
+    h.append("<h2>Datasets</h2><ul>")
     for ds in cfg.datasets:
-        i = infos[ds]
-        h.append(f"<li>{html.escape(i['label'])}: n = {i['n']:,}, d = {i['d']}, mean pairs/user "
-                 f"{i['mean_len']:.2f}, 90th percentile {i['p90_len']}; HISKV's OETL ell (mean over runs) "
-                 + ", ".join(f"eps={e:g}: {v:.1f}" for e, v in i["hiskv_ell"].items())
-                 + "; best-c series' c (mean over runs) "
-                 + ", ".join(f"eps={e:g}: {v:.2f}" for e, v in i["hiskv_bestc"].items()) + "</li>")
+        i = infos.get(ds, {})
+        parts = [f"{esc(i.get('label', ds))}: n = {i['n']:,}, d = {i['d']}"]
+        if "mean_len" in i:
+            parts.append(f"mean pairs/user {i['mean_len']:.2f}")
+        if "p90_len" in i:
+            parts.append(f"90th percentile of set lengths (PCKV's ell) {i['p90_len']}")
+        if i.get("hiskv_ell"):
+            parts.append("HISKV's OETL ell (mean over runs) " + ", ".join(
+                f"eps={float(e):g}: {float(v):.1f}" for e, v in i["hiskv_ell"].items()))
+        if i.get("hiskv_bestc"):
+            parts.append("best-c series' c (mean over runs) " + ", ".join(
+                f"eps={float(e):g}: {float(v):.2f}" for e, v in i["hiskv_bestc"].items()))
+        h.append("<li>" + "; ".join(parts) + "</li>")
     h.append("</ul>")
+    titles = {"fig_mse_frequency": "Frequency MSE against eps (top-50 keys)",
+              "fig_mse_mean": "Mean-value MSE against eps (top-50 keys)",
+              "fig_relative_error_topn": f"Relative error of the top-N keys at eps = {cfg.re_epsilon:g}"}
     for fid in files:
-        h.append(f"<h2>{fid}</h2><img src='{fid}.png' style='max-width:100%'><ul>")
-        h.extend(f"<li>{html.escape(c)}</li>" for c in claims.get(fid, []))
-        h.append(f"</ul><p>Data: <a href='{fid}.csv'>{fid}.csv</a></p>")
-    h.append("<h2>Table: frequency / mean MSE, top-50, eps = 1.6</h2><table border=1 cellpadding=3><tr><th>dataset</th>"
-             + "".join(f"<th>{LABELS[mch]}</th>" for mch in MECHANISMS) + "</tr>")
-    for ds in cfg.datasets:
-        h.append(f"<tr><td>{ds}</td>" + "".join(
-            f"<td>{_lookup(rows, ds, mch, 1.6, 50, 'mse_frequency'):.2e} / {_lookup(rows, ds, mch, 1.6, 50, 'mse_mean'):.2e}</td>"
-            for mch in MECHANISMS) + "</tr>")
-    h.append("</table></body></html>")
-    path = cfg.outdir / "index.html"
-    path.write_text("\n".join(h), encoding="utf-8")
-    return path
+        eps_text = (f"{cfg.re_epsilon:g} (the same for every series)" if fid == "fig_relative_error_topn"
+                    else "the x-axis value (the same for every series at each x)")
+        h.append(f"<h2 id='{fid}'>{esc(titles[fid])}</h2>")
+        h.append(figure(cfg.outdir, f"{fid}.png", titles[fid], _HOW[fid] + band_txt,
+                        caption=f"Data: <a href='{fid}.csv'>{fid}.csv</a> ({cfg.runs} runs per point).",
+                        privacy=_privacy_rows(eps_text)))
+        h.append("<h3>The paper's claims, checked on these numbers</h3><ul>")
+        h.extend(f"<li>{esc(c)}</li>" for c in claims.get(fid, []))
+        h.append("</ul>")
+    if 1.6 in cfg.epsilons:
+        h.append("<h2>Table: frequency MSE / mean MSE, top-50 keys, eps = 1.6</h2>")
+        h.append(table(["mechanism"] + [infos.get(ds, {}).get("label", ds) for ds in cfg.datasets],
+                       [[LABELS[mch]] + [f"{_lookup(rows, ds, mch, 1.6, 50, 'mse_frequency'):.2e} / "
+                                         f"{_lookup(rows, ds, mch, 1.6, 50, 'mse_mean'):.2e}" for ds in cfg.datasets]
+                        for mch in MECHANISMS]))
+    return write_page(cfg.outdir / "index.html", "Key-value LDP: the HISKV paper's experiments, re-run", h)
+
+
+def _config_json(cfg: KeyValueExperimentConfig) -> dict:
+    return {"runs": cfg.runs, "datasets": cfg.datasets, "n_override": cfg.n_override, "epsilons": cfg.epsilons,
+            "beta": cfg.beta, "hiskv_c": cfg.hiskv_c, "oetl_max_length": cfg.oetl_max_length,
+            "re_epsilon": cfg.re_epsilon, "seed": cfg.seed}
+
+
+_NUMERIC = {"epsilon": float, "top_n": int, "mse_frequency": float, "mse_mean": float, "relative_error": float,
+            "runs": int, "n": int, "d": int, "ell": float, "mse_frequency_se": float, "mse_mean_se": float,
+            "relative_error_se": float}
+
+
+def read_results(path: Path) -> list[dict]:
+    """Rows of ``all_results.csv`` with numbers parsed; standard-error columns absent in older runs read as nan."""
+    out = []
+    with open(path, newline="") as fh:
+        for r in csv.DictReader(fh):
+            row: dict = dict(r)
+            for k, typ in _NUMERIC.items():
+                v = r.get(k)
+                row[k] = typ(float(v)) if v not in (None, "") else float("nan")
+            out.append(row)
+    return out
+
+
+def rebuild_report(outdir: Path) -> Path:
+    """Re-render ``outdir``'s PNGs, figure CSVs and ``index.html`` from ``all_results.csv`` (and ``run.json``
+    when the run wrote one), without simulating anything."""
+    outdir = Path(outdir)
+    rows = read_results(outdir / "all_results.csv")
+    run_path = outdir / "run.json"
+    meta = json.loads(run_path.read_text(encoding="utf-8")) if run_path.exists() else {}
+    cfg = KeyValueExperimentConfig(outdir=outdir)
+    for k, v in meta.get("config", {}).items():
+        setattr(cfg, k, v)
+    if not meta:
+        cfg.datasets = [d for d in DATASET_ORDER if any(r["dataset"] == d for r in rows)] + sorted(
+            {r["dataset"] for r in rows} - set(DATASET_ORDER))
+        cfg.epsilons = sorted({r["epsilon"] for r in rows})
+        cfg.runs = int(rows[0]["runs"])
+    infos = meta.get("infos") or {}
+    note = ""
+    if not infos:
+        note = ("Re-rendered from all_results.csv of a run that wrote no run.json: the mean set length, the "
+                "best-c series' c and the wall time were not recorded and are omitted.")
+        for ds in cfg.datasets:
+            dr = [r for r in rows if r["dataset"] == ds]
+            lab = _safe_label(ds, dr[0]["n"])
+            infos[ds] = {"label": lab, "n": dr[0]["n"], "d": dr[0]["d"],
+                         "p90_len": int(next(r["ell"] for r in dr if r["mechanism"] == "pckv-grr")),
+                         "hiskv_ell": {e: next(r["ell"] for r in dr if r["mechanism"] == "hiskv" and r["epsilon"] == e)
+                                       for e in cfg.epsilons}}
+    if all(math.isnan(r["mse_frequency_se"]) for r in rows):
+        note += (" This run's CSV has no standard-error columns (mse_frequency_se, mse_mean_se, relative_error_se): "
+                 "the curves are drawn without error bands; rerun with --full to record them.")
+    files = _plots(rows, cfg, infos)
+    return _report(rows, cfg, infos, _claims(rows, cfg), files, float(meta.get("wall_s", float("nan"))),
+                   note.strip())
+
+
+def _safe_label(ds: str, n: int) -> str:
+    try:
+        return dataset_spec(ds, n=n).label
+    except Exception:  # noqa: BLE001 - a label is cosmetic
+        return ds
 
 
 def run_keyvalue_experiment(cfg: KeyValueExperimentConfig, console=None) -> Path:
-    """Run every dataset, write CSVs, PNGs and index.html into ``cfg.outdir``; return the report path."""
+    """Run every dataset, write CSVs, PNGs, ``run.json`` and index.html into ``cfg.outdir``; return the report path."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     cfg.outdir.mkdir(parents=True, exist_ok=True)
@@ -403,6 +560,9 @@ def run_keyvalue_experiment(cfg: KeyValueExperimentConfig, console=None) -> Path
             rows.extend(r)
             infos[ds] = info
     _write_csv(cfg.outdir / "all_results.csv", rows)
+    elapsed = time.perf_counter() - t0
+    (cfg.outdir / "run.json").write_text(json.dumps({"config": _config_json(cfg), "infos": infos, "wall_s": elapsed},
+                                                    indent=1), encoding="utf-8")
     files = _plots(rows, cfg, infos)
     claims = _claims(rows, cfg)
-    return _report(rows, cfg, infos, claims, files, time.perf_counter() - t0)
+    return _report(rows, cfg, infos, claims, files, elapsed)

@@ -20,9 +20,18 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
         out: Path | None = typer.Option(None, "--out", help="output folder (CSV, PNG, index.html); default "
                                                             "results/keyvalue for --full, results/keyvalue-quick "
                                                             "for --quick"),
+        report_only: bool = typer.Option(False, "--report-only", help="re-render index.html and the PNGs from the "
+                                         "CSVs already in the output folder (no simulation)"),
         seed: int = typer.Option(2026, help="simulation seed"),
     ) -> None:
-        """Reproduce seed 004 (HISKV): MSE of frequencies/means vs eps and top-N relative error."""
+        """Reproduce the HISKV paper's experiments: MSE of frequencies/means vs eps and top-N relative error."""
+        if report_only:
+            from .report_html import report_only_dir
+            from .keyvalue import rebuild_report
+
+            folder = report_only_dir("keyvalue", "keyvalue", quick, full, out, "all_results.csv")
+            typer.echo(f"report: {rebuild_report(folder)}")
+            return
         from rich.console import Console
 
         from .keyvalue import KeyValueExperimentConfig, run_keyvalue_experiment

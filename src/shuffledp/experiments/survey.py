@@ -1,4 +1,4 @@
-"""Reproduction of the ESA survey's experiments (seed 000, §5, Figs. 7-15).
+"""Reproduction of the experiments (§5, Figs. 7-15) of the shuffle-model survey by Wang and Meng.
 
 For every figure the survey plots three things per method: the RMSE of the estimated total
 (a count, the per-value counts of a histogram, or a sum), the analyzer's compute time and the
@@ -83,6 +83,7 @@ ROW_FIELDS = ["figure", "problem", "x_name", "x", "method", "label", "model", "e
               "fake_messages", "eps_achieved", "delta_achieved", "eps_local", "point_s"]
 
 Factory = Callable[..., Protocol]
+esc = html.escape
 
 
 class SkipPoint(Exception):
@@ -533,12 +534,21 @@ def read_csv(path: Path) -> list[dict]:
     return out
 
 
-_METRICS = [("rmse", "RMSE of the estimated total", True), ("analyzer_s", "analyzer time (s)", True),
-            ("messages_per_user", "messages per user", True), ("bits_per_user", "bits per user", True)]
+#: (CSV column, axis label, log scale, file suffix): one PNG per panel, figXX.png is the RMSE
+_METRICS = [("rmse", "RMSE of the estimated total", True, ""),
+            ("analyzer_s", "analyzer time (s)", True, "_time"),
+            ("messages_per_user", "messages per user", True, "_messages"),
+            ("bits_per_user", "bits per user", True, "_bits")]
+
+
+def figure_files(fig_id: str) -> list[str]:
+    """The PNG files of one figure, one per panel (RMSE, analyzer time, messages/user, bits/user)."""
+    return [f"{fig_id}{suffix}.png" for _, _, _, suffix in _METRICS]
 
 
 def plot_figure(fig: FigureSpec, rows: list[dict], path: Path) -> bool:
-    """Four panels (RMSE, analyzer time, messages/user, bits/user); False if matplotlib is absent."""
+    """One PNG per panel: ``path`` (RMSE, with +-2 standard-error bars or bands) and its siblings
+    ``*_time``, ``*_messages``, ``*_bits`` (:func:`figure_files`); False if matplotlib is absent."""
     try:
         import matplotlib
     except ImportError:
@@ -546,41 +556,46 @@ def plot_figure(fig: FigureSpec, rows: list[dict], path: Path) -> bool:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from .report_html import band, save_figure
+
     methods = list(dict.fromkeys(r["method"] for r in rows))
-    fig_, axes = plt.subplots(1, 4, figsize=(17, 3.9))
-    for ax, (key, ylabel, logy) in zip(axes, _METRICS):
+    for key, ylabel, logy, suffix in _METRICS:
+        fig_, ax = plt.subplots(figsize=(6.4, 4.0))
         if fig.x_name == "method":
-            labels, vals = [], []
+            labels, vals, errs = [], [], []
             for m in methods:
-                v = [r[key] for r in rows if r["method"] == m and not _isnan(r[key])]
+                v = [r for r in rows if r["method"] == m and not _isnan(r[key])]
                 labels.append(LABELS.get(m, m))
-                vals.append(v[0] if v else 0.0)
+                vals.append(v[0][key] if v else 0.0)
+                se = v[0].get("rmse_se", float("nan")) if (v and key == "rmse") else float("nan")
+                errs.append(2 * se if isinstance(se, float) and not math.isnan(se) else 0.0)
             colors = ["tab:gray" if m.startswith(("ldp_", "cdp_")) else "tab:blue" for m in methods]
-            ax.bar(range(len(labels)), vals, color=colors)
+            ax.bar(range(len(labels)), vals, color=colors,
+                   yerr=errs if key == "rmse" else None, capsize=3 if key == "rmse" else 0)
             ax.set_xticks(range(len(labels)))
-            ax.set_xticklabels(labels, rotation=45, ha="right", fontsize=7)
+            ax.set_xticklabels(labels, rotation=40, ha="right", fontsize=10)
         else:
             for m in methods:
-                pts = sorted((float(r["x"]), r[key]) for r in rows if r["method"] == m and not _isnan(r[key]))
+                pts = sorted((float(r["x"]), r[key], r.get("rmse_se", float("nan")) if key == "rmse" else None)
+                             for r in rows if r["method"] == m and not _isnan(r[key]))
                 if not pts:
                     continue
                 style = "--" if m.startswith(("ldp_", "cdp_")) else "-"
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", ms=3, label=LABELS.get(m, m))
+                band(ax, [p[0] for p in pts], [p[1] for p in pts],
+                     [p[2] for p in pts] if key == "rmse" else None, log=logy,
+                     linestyle=style, marker="o", ms=4, label=LABELS.get(m, m))
             if fig.x_name in ("n", "d"):
                 ax.set_xscale("log")
-            ax.set_xlabel({"epsilon": "eps_c"}.get(fig.x_name, fig.x_name))
+            ax.set_xlabel({"epsilon": "central epsilon eps_c"}.get(fig.x_name, fig.x_name), fontsize=11)
+            ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
         if logy and any(r[key] > 0 for r in rows if not _isnan(r[key])):
             ax.set_yscale("log")
-        ax.set_ylabel(ylabel, fontsize=8)
-        ax.tick_params(labelsize=7)
-    if fig.x_name != "method":
-        handles, labels = axes[0].get_legend_handles_labels()
-        if handles:
-            axes[-1].legend(handles, labels, fontsize=7, loc="best")
-    fig_.suptitle(fig.title, fontsize=10)
-    fig_.tight_layout()
-    fig_.savefig(path, dpi=100)
-    plt.close(fig_)
+        ax.set_ylabel(ylabel, fontsize=11)
+        ax.tick_params(labelsize=10)
+        ax.grid(True, which="major", alpha=0.3)
+        ax.set_title(f"{fig.title}: {ylabel}", fontsize=10)
+        save_figure(fig_, path.with_name(f"{path.stem}{suffix}.png"), dpi=100)
+        plt.close(fig_)
     return True
 
 
@@ -591,43 +606,104 @@ def _isnan(v: Any) -> bool:
 # --------------------------------------------------------------------------------------- report
 _COLORS = {"agree": "#c8f7c5", "partly": "#fff3b0", "disagree": "#f7c5c5", "n/a": "#e0e0e0"}
 
+_SWEPT = {"epsilon": "the central privacy target eps_c", "n": "the number of users n",
+          "q": "the fraction q of users holding a 1", "d": "the domain size d", "method": "the method"}
+
+
+def _how_to_read(fig: FigureSpec, rows: list[dict]) -> str:
+    reps = [int(r["reps"]) for r in rows if not _isnan(r["reps"]) and r["reps"] > 0]
+    rep_txt = f"{min(reps)}-{max(reps)}" if reps and min(reps) != max(reps) else (str(reps[0]) if reps else "no")
+    what = {"counting": "the number of users holding a 1", "histogram": "the d per-value counts (RMSE over all "
+            "values)", "sum": "the sum of the users' values in [0, 1]"}.get(fig.problem, "the estimated total")
+    common = (f"The first panel is the root mean squared error of the estimate of {what}, from {rep_txt} "
+              "independent releases per point; <b>the error bars (bar charts) or shaded bands (line plots) are "
+              "+-2 standard errors of that RMSE estimate</b> (delta method: se(RMSE) = sd(squared errors) / "
+              "(2 RMSE sqrt(R))), i.e. Monte Carlo noise, not the spread of single releases. The other panels "
+              "are the analyzer's compute time (measured on a real batch, extrapolated to n), the messages each "
+              "user sends and the bits each user sends. Every axis is logarithmic; lower is better on all four. "
+              "All methods meet the same central target (eps_c, delta); the privacy statement each one actually "
+              "achieves is listed below the figure.")
+    if fig.x_name == "method":
+        return (f"One setting, one bar per method (blue: shuffle protocols, grey: the local-model and central-"
+                f"model baselines). {common}")
+    return (f"Each line is a method, plotted against {_SWEPT.get(fig.x_name, fig.x_name)} (solid: shuffle protocols, dashed: "
+            f"the local-model and central-model baselines); a missing point means the method was skipped there "
+            f"(reasons under the figure). {common}")
+
+
+def _fmt_pair(eps: float, delta: float) -> str:
+    if _isnan(eps):
+        return "not recorded"
+    return f"({eps:.4g}, {delta:.3g})" if not _isnan(delta) else f"eps = {eps:.4g}"
+
+
+def _privacy_rows(fig: FigureSpec, rows: list[dict]) -> list[tuple[str, str]]:
+    """Per series: the privacy statement its protocol reports (``privacy(n)``), as recorded in the CSV."""
+    out = []
+    for m in dict.fromkeys(r["method"] for r in rows):
+        mr = [r for r in rows if r["method"] == m and r["status"] != "skipped"]
+        if not mr:
+            out.append((LABELS.get(m, m), "skipped at every point (no protocol built)"))
+            continue
+        model = mr[0].get("model") or "?"
+        kind = {"shuffle": "shuffle model: the shuffled messages of all n users are (eps, delta)-DP",
+                "local": "local model: each user's report is (eps, delta)-DP on its own",
+                "central": "central model: the curator's release is (eps, delta)-DP"}.get(model, f"{model} model")
+        if fig.x_name == "method":
+            r = mr[0]
+            pts = f"{_fmt_pair(r['eps_achieved'], r['delta_achieved'])} at n = {r['n']:.3g}"
+        else:
+            pts = "; ".join(f"{fig.x_name}={r['x']:g}: {_fmt_pair(r['eps_achieved'], r['delta_achieved'])}"
+                            for r in mr)
+        loc = [r["eps_local"] for r in mr if not _isnan(r.get("eps_local", float("nan")))]
+        tail = f"; local randomizer eps_0 = {min(loc):.3g}" + (f"..{max(loc):.3g}" if max(loc) != min(loc) else "") \
+            if (loc and model == "shuffle") else ""
+        out.append((LABELS.get(m, m), f"{kind}, (eps, delta) = {pts}{tail}"))
+    return out
+
 
 def write_report(cfg: SurveyConfig, all_rows: dict[str, list[dict]], verdicts: list, elapsed: dict[str, float],
-                 total_s: float, pngs: dict[str, bool]) -> Path:
-    """results/survey/index.html: each figure beside the survey's claims and our verdicts."""
-    esc = html.escape
-    h = ["<!doctype html><html><head><meta charset='utf-8'><title>ESA survey §5 reproduction</title>",
-         "<style>body{font-family:sans-serif;max-width:1400px;margin:auto}table{border-collapse:collapse}"
-         "td,th{border:1px solid #aaa;padding:3px 6px;font-size:13px;vertical-align:top}"
-         ".fig{display:flex;gap:16px;align-items:flex-start}.fig img{max-width:880px}</style></head><body>",
-         "<h1>Reproduction of the ESA survey's experiments (seed 000, §5, Figs. 7-15)</h1>",
-         f"<p>Mode <b>{esc(cfg.mode)}</b>, delta = {cfg.delta:g}, seed {cfg.seed}, RMSE repetitions up to "
-         f"{cfg.reps} (exact statistic simulation), analyzer timed on real batches of at most "
+                 total_s: float, pngs: dict[str, bool], note: str = "") -> Path:
+    """``index.html`` in ``cfg.outdir``: each figure with how to read it, the survey's claims and our verdicts."""
+    from .report_html import SOURCES, figure, write_page
+
+    h = [f"<p>This page re-runs the experiments of {esc(SOURCES['survey'])} with this library's protocols. "
+         "For each figure it measures, for every shuffle protocol the survey compared and for the local-model "
+         "(LDP) and central-model (CDP) baselines, the error, the analyzer's compute time and the communication, "
+         f"all at the same central target (eps_c, delta = {cfg.delta:g}). The survey's qualitative claims are "
+         "then checked against these numbers.</p>",
+         f"<p>Run: mode <b>{esc(cfg.mode)}</b>, random seed {cfg.seed}, RMSE from up to {cfg.reps} releases per "
+         f"point (exact simulation of the analyzer's statistic), analyzer timed on real batches of at most "
          f"{cfg.timing_max_messages:,} messages and extrapolated to n with a fixed + per-message fit. "
-         f"Total run time {total_s:.1f} s. "
-         "Verdicts are computed from the data by <code>shuffledp.experiments.survey_claims</code> "
-         "(thresholds listed there and in docs/survey.md); nothing is hard-coded.</p>"]
+         f"Total run time {total_s:.1f} s. Verdicts are computed from the data by "
+         "<code>shuffledp.experiments.survey_claims</code> (thresholds listed there and in docs/survey.md); "
+         "nothing is hard-coded.</p>"]
+    if note:
+        h.append(f"<p class='note'>{note}</p>")
     counts: dict[str, int] = {}
     for v in verdicts:
         counts[v.status] = counts.get(v.status, 0) + 1
-    h.append("<h2>Summary</h2><p>" + ", ".join(f"{k}: {c}" for k, c in sorted(counts.items())) + "</p>")
-    h.append("<table><tr><th>figure</th><th>survey claim</th><th>our run</th><th>evidence</th></tr>")
+    h.append("<h2>Summary of the claims</h2><p>" + ", ".join(f"{k}: {c}" for k, c in sorted(counts.items()))
+             + " (agree: the claim holds on every check; partly: on some; disagree: on none; n/a: not "
+               "measurable here).</p>")
+    h.append("<div class='wide'><table><tr><th>figure</th><th>survey claim</th><th>our run</th><th>evidence</th></tr>")
     for v in verdicts:
         h.append(f"<tr><td><a href='#{esc(v.figure)}'>{esc(v.figure)}</a></td><td>{esc(v.claim)}</td>"
                  f"<td style='background:{_COLORS.get(v.status, '#fff')}'>{esc(v.status)}</td>"
                  f"<td>{esc(v.evidence)}</td></tr>")
-    h.append("</table>")
+    h.append("</table></div>")
     for fig in cfg.figures:
         rows = all_rows.get(fig.fig_id, [])
         h.append(f"<h2 id='{esc(fig.fig_id)}'>{esc(fig.title)}</h2>")
         h.append(f"<p>Time for this figure: {elapsed.get(fig.fig_id, float('nan')):.1f} s. "
                  f"Data: <a href='{esc(fig.fig_id)}.csv'>{esc(fig.fig_id)}.csv</a></p>")
-        h.append("<div class='fig'>")
         if pngs.get(fig.fig_id):
-            h.append(f"<img src='{esc(fig.fig_id)}.png' alt='{esc(fig.title)}'>")
+            h.append(figure(cfg.outdir, figure_files(fig.fig_id), fig.title, _how_to_read(fig, rows),
+                            privacy=_privacy_rows(fig, rows)))
         else:
             h.append("<p>(no PNG: matplotlib is not installed)</p>")
-        h.append("<table><tr><th>survey claim</th><th>our run</th><th>evidence</th></tr>")
+        h.append("<h3>The survey's claims about this figure</h3><div class='wide'><table><tr><th>survey claim</th>"
+                 "<th>our run</th><th>evidence</th></tr>")
         for v in verdicts:
             if v.figure == fig.fig_id:
                 zh = f"<br><small lang='zh'>{esc(v.quote)}</small>" if v.quote else ""
@@ -642,20 +718,17 @@ def write_report(cfg: SurveyConfig, all_rows: dict[str, list[dict]], verdicts: l
                 h.append(f"<li>{esc(str(r['label']))} at {esc(fig.x_name)}={esc(str(r['x']))}: "
                          f"{esc(r['status'])}: {esc(str(r['reason']))}</li>")
             h.append("</ul></details>")
-    h.append("</body></html>")
-    path = cfg.outdir / "index.html"
-    path.write_text("\n".join(h), encoding="utf-8")
-    return path
+    return write_page(cfg.outdir / "index.html", "Shuffle-model survey experiments (Figs. 7-15), re-run", h)
 
 
 def _numbers_table(fig: FigureSpec, rows: list[dict]) -> str:
-    """RMSE / analyzer time / messages per user of every method at every x, as an HTML table."""
-    esc = html.escape
+    """RMSE +- se / analyzer time / messages per user of every method at every x, as an HTML table."""
     xs = list(dict.fromkeys(r["x"] for r in rows))
     methods = list(dict.fromkeys(r["method"] for r in rows))
     if fig.x_name == "method":
         xs = [None]
-    out = ["<details><summary>numbers (RMSE / analyzer s / messages per user)</summary><table><tr><th>method</th>"]
+    out = ["<details><summary>numbers (RMSE ± standard error / analyzer s / messages per user)</summary>"
+           "<div class='wide'><table><tr><th>method</th>"]
     out += [f"<th>{esc(fig.x_name)}={esc(str(x))}</th>" for x in xs if x is not None] or ["<th>value</th>"]
     out.append("</tr>")
     for m in methods:
@@ -665,12 +738,40 @@ def _numbers_table(fig: FigureSpec, rows: list[dict]) -> str:
             if r is None or r["status"] == "skipped":
                 out.append("<td>skipped</td>")
                 continue
-            cell = " / ".join("-" if _isnan(r[k]) else f"{r[k]:.3g}" for k in ("rmse", "analyzer_s",
-                                                                              "messages_per_user"))
-            out.append(f"<td>{esc(cell)}</td>")
+            rm = "-" if _isnan(r["rmse"]) else f"{r['rmse']:.3g}" + (
+                "" if _isnan(r.get("rmse_se", float("nan"))) else f" ± {r['rmse_se']:.2g}")
+            cell = " / ".join([rm] + ["-" if _isnan(r[k]) else f"{r[k]:.3g}" for k in ("analyzer_s",
+                                                                                     "messages_per_user")])
+            out.append(f"<td class='num'>{esc(cell)}</td>")
         out.append("</tr>")
-    out.append("</table></details>")
+    out.append("</table></div></details>")
     return "".join(out)
+
+
+def rebuild_report(outdir: Path) -> Path:
+    """Re-render ``outdir/index.html`` and the PNGs from the CSVs and ``run.json`` of an earlier run,
+    without measuring anything (the claims are re-evaluated from the CSVs; ``claims.csv`` is left as is)."""
+    from .survey_claims import evaluate_claims
+
+    outdir = Path(outdir)
+    run = json.loads((outdir / "run.json").read_text(encoding="utf-8"))
+    c = run["config"]
+    cfg = SurveyConfig.full(outdir) if c.get("mode") == "full" else SurveyConfig.quick(outdir)
+    for k in ("seed", "delta", "reps", "timing_max_messages"):
+        if k in c:
+            setattr(cfg, k, c[k])
+    cfg.figures = [FigureSpec(**{k: f[k] for k in ("fig_id", "problem", "x_name", "values", "title", "extra")})
+                   for f in c["figures"]]
+    cfg.figures = [f for f in cfg.figures if (outdir / f"{f.fig_id}.csv").exists()]
+    all_rows = {f.fig_id: read_csv(outdir / f"{f.fig_id}.csv") for f in cfg.figures}
+    pngs = {f.fig_id: plot_figure(f, all_rows[f.fig_id], outdir / f"{f.fig_id}.png") for f in cfg.figures}
+    verdicts = evaluate_claims(all_rows)
+    note = ""
+    if any(not _isnan(r["rmse"]) and _isnan(r["rmse_se"]) for rows in all_rows.values() for r in rows):
+        note = ("Some points of this run have no recorded standard error (rmse_se) and are drawn without an "
+                "error bar (rerun with --full to record it).")
+    return write_report(cfg, all_rows, verdicts, run.get("figure_s", {}), float(run.get("total_s", float("nan"))),
+                        pngs, note)
 
 
 def run_survey(cfg: SurveyConfig, console: Any = None, *, factory: Factory | None = None,

@@ -18,9 +18,18 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
         full: bool = typer.Option(False, "--full", help="the survey's sweeps, n up to 10^7 (< 15 min on 2 cores)"),
         out: Path | None = typer.Option(None, "--out", help="output folder (CSV, PNG, index.html); default "
                                                             "results/survey for --full, results/survey-quick for --quick"),
+        report_only: bool = typer.Option(False, "--report-only", help="re-render index.html and the PNGs from the "
+                                         "CSVs already in the output folder (no simulation)"),
         seed: int = typer.Option(2022, help="simulation seed"),
     ) -> None:
         """Reproduce the ESA survey's §5 (Figs. 7-15): RMSE, analyzer time, communication; claims checked."""
+        if report_only:
+            from .report_html import report_only_dir
+            from .survey import rebuild_report
+
+            folder = report_only_dir("survey", "survey", quick, full, out, "run.json")
+            typer.echo(f"report: {rebuild_report(folder)}")
+            return
         import time
 
         from rich.console import Console
