@@ -10,6 +10,7 @@ chromium``).
 from __future__ import annotations
 
 import re
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -23,6 +24,8 @@ CHROMIUM = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-bro
 needs_browser = pytest.mark.skipif(CHROMIUM is None, reason="no headless browser: install Debian's Chromium "
                                                             "(apt-get install -y chromium) to render the reports")
 COMMITTED = sorted((ROOT / "results").glob("*/index.html"))
+if CHROMIUM is None and os.environ.get("SHUFFLEDP_REQUIRE_BROWSER"):   # CI installs it: fail, never skip
+    raise RuntimeError("SHUFFLEDP_REQUIRE_BROWSER is set but no chromium is on PATH")
 
 
 def _render(page: Path, profile: Path) -> str:
