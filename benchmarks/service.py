@@ -13,8 +13,14 @@
   with a valid header and random body (the shuffler does not decrypt); the analyzer URL the
   shuffler forwards to is a closed port, so only the shuffler's own work is timed.
 
+- ``--protocol NAME [NAME ...]``: a registry protocol task end to end over HTTP (its N shufflers):
+  client encode + per-message seal, durable ingest of messages and user markers by concurrent
+  uploaders, and shuffle (with the shufflers' fakes) + forward + analyzer ingest, per user and per
+  message. ``--param KEY=JSON`` passes protocol parameters (e.g. ``--param mode='"parallel"'``).
+
 Usage: PYTHONPATH=src python benchmarks/service.py [--n 20000] [--threads 4] [--batch 500] [--repeat 3]
        PYTHONPATH=src python benchmarks/service.py --pending 200000
+       PYTHONPATH=src python benchmarks/service.py --protocol hist_kr cnt_2m murs --param d=64 --n 20000
 """
 
 from __future__ import annotations
@@ -109,6 +115,78 @@ def pending_main(n_pending: int) -> None:
     con.print(tab)
 
 
+_NEEDS_D = {"hist_kr", "hist_mm", "slh", "murs", "prhr", "pucm", "ldp_oracle", "cdp_laplace_hist"}
+
+
+def protocol_rows(name: str, n: int, threads: int, batch: int, params: dict, epsilon: float = 1.0,
+                  delta: float = 1e-6) -> list[tuple]:
+    """Stage timings of one protocol task over HTTP: (stage, users, messages, seconds)."""
+    from shuffledp.service.client import encode_protocol_messages, user_markers
+    from shuffledp.service.config import build_protocol
+    params = {k: v for k, v in params.items() if k != "d" or name in _NEEDS_D}
+    if name == "murs":
+        params.setdefault("mode", "parallel")
+    spec = {"name": name, "epsilon": epsilon, "delta": delta, "n": n, "params": params}
+    p = build_protocol(spec)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp, \
+            Deployment(Path(tmp), tick_seconds=3600, n_shufflers=p.n_shufflers) as dep:
+        created = dep.create_task({"name": "bench", "protocol": spec, "time_precision": 3600, "batch_window": 86400,
+                                   "min_batch_size_floor": 1})
+        tid = bytes.fromhex(created["task_id"])
+        http = httpx.Client(timeout=600)
+        cfg, key = fetch_task(http, dep.analyzer.url, tid)
+        d = int(params.get("d", 2))
+        x = np.random.default_rng(0).integers(0, d, n) if p.input_kind == "categorical" else \
+            (np.random.default_rng(0).random(n) < 0.3).astype(np.int64) if p.input_kind == "bit" else \
+            np.random.default_rng(0).random(n)
+        t0 = time.perf_counter()
+        pts, route, users = encode_protocol_messages(cfg, x, time.time())
+        envs = seal_many(cfg, key, pts, b"")
+        m = len(envs)
+        rows.append(("client encode + HPKE seal per message (1 thread)", n, m, time.perf_counter() - t0))
+        jobs = []
+        for j, url in enumerate(dep.shuffler_urls):
+            mine = [envs[i] for i in np.flatnonzero(route == j)]
+            marks = user_markers(int(users[j]))
+            for s0 in range(0, max(len(mine), len(marks)), batch):
+                jobs.append((url, mine[s0:s0 + batch], marks[s0:s0 + batch]))
+
+        def worker(my: list) -> None:
+            c = httpx.Client(timeout=120)
+            for url, items, marks in my:
+                upload(c, url, tid, [(b"", e) for e in items], markers=marks)
+            c.close()
+        t0 = time.perf_counter()
+        ths = [threading.Thread(target=worker, args=(jobs[i::threads],)) for i in range(threads)]
+        for t in ths:
+            t.start()
+        for t in ths:
+            t.join()
+        rows.append((f"shuffler durable ingest of messages + markers ({threads} uploaders)", n, m,
+                     time.perf_counter() - t0))
+        t0 = time.perf_counter()
+        dep.tick(close_current=True)
+        while dep.estimates(created["task_id"]).status_code != 200:
+            time.sleep(0.2)
+        fakes = sum(int(dep.counters(created["task_id"], shuffler=sp).get("fake_messages", 0)) for sp in dep.shufflers)
+        rows.append((f"shuffle (+{fakes} fakes) + forward + analyzer ingest, {p.n_shufflers} shuffler(s)", n,
+                     m + fakes, time.perf_counter() - t0))
+        http.close()
+    return rows
+
+
+def protocol_main(names: list[str], n: int, threads: int, batch: int, params: dict) -> None:
+    con = Console()
+    tab = Table(title=f"protocol tasks over HTTP on loopback (n={n:,} users)")
+    for col in ("protocol", "stage", "users/s", "messages/s", "seconds"):
+        tab.add_column(col, justify="right")
+    for name in names:
+        for stage, users, msgs, sec in protocol_rows(name, n, threads, batch, params):
+            tab.add_row(name, stage, f"{users / sec:,.0f}", f"{msgs / sec:,.0f}", f"{sec:.2f}")
+    con.print(tab)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=20_000)
@@ -118,7 +196,15 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="fresh analyzer + batch per repetition")
     ap.add_argument("--pending", type=int, default=0,
                     help="instead: upload latency while the shuffler holds this many pending reports")
+    ap.add_argument("--protocol", nargs="*", default=None, help="instead: these registry protocols over HTTP")
+    ap.add_argument("--param", action="append", default=[], help="protocol parameter KEY=JSON (repeatable)")
     a = ap.parse_args()
+    if a.protocol:
+        import json
+        params = {k: json.loads(v) for k, _, v in (it.partition("=") for it in a.param)}
+        params.setdefault("d", a.d)
+        protocol_main(a.protocol, a.n, a.threads, a.batch, params)
+        return
     if a.pending:
         pending_main(a.pending)
         return

@@ -48,7 +48,7 @@ from ..local.base import take_reports
 from .oracle_privacy import group_bound, group_log_delta
 from .config import MIN_TIME_PRECISION, TASK_FIELDS, TaskConfig, create_task_config
 from .hpke import AEAD_AES_128_GCM, AEAD_CHACHA20_POLY1305, KDF_HKDF_SHA256, generate_key_pair
-from .http_common import Problem, check_bearer, install_problem_handlers, read_body, read_signed_body
+from .http_common import Problem, check_bearer, service_app, task_id_from_hex, read_body, read_signed_body
 from .retention import analyzer_purge_before, refused_time_limit
 from .storage import (analyzer_aggregates, analyzer_batches, analyzer_keys, analyzer_ledger, analyzer_queries,
                       analyzer_report_ids, analyzer_retention, analyzer_tasks, existing_report_ids, insert_report_ids,
@@ -724,20 +724,42 @@ def _non_finite_path(obj: Any, path: str = "") -> str | None:
     return None
 
 
-def create_analyzer_app(state: AnalyzerState) -> FastAPI:
-    app = FastAPI(title="shuffledp analyzer", docs_url=None, redoc_url=None,
-                  on_startup=[state.start], on_shutdown=[state.stop])
-    install_problem_handlers(app)
-    app.state.analyzer = state
-
-    def tid(task_hex: str) -> bytes:
+def create_task_from_body(state: AnalyzerState, body: bytes) -> dict:
+    """``POST /v1/tasks`` after authentication: parse, validate (422 naming the field), store."""
+    try:
+        spec = json.loads(body)
+        if not isinstance(spec, dict):
+            raise ValueError("body must be a JSON object")
+        bad = _non_finite_path(spec)
+    except (ValueError, RecursionError) as e:
+        raise Problem(400, "invalidRequest", f"body is not a JSON object: {type(e).__name__}") from e
+    unknown = sorted(set(spec) - TASK_FIELDS)
+    if unknown:
+        raise Problem(422, "invalidRequest", f"unknown task field(s) {unknown}: the fields are "
+                      f"{sorted(TASK_FIELDS)} (the analyzer chooses task_id)")
+    if bad is not None:
+        raise Problem(422, "invalidRequest", f"{bad} must be a finite number (NaN/Infinity are not JSON)")
+    if "crowds" in spec:
+        if not isinstance(spec["crowds"], list) or not all(isinstance(c, str) for c in spec["crowds"]):
+            raise Problem(422, "invalidRequest", "crowds must be a list of hex strings")
         try:
-            t = bytes.fromhex(task_hex)
+            spec["crowds"] = [bytes.fromhex(c) for c in spec["crowds"]]
         except ValueError as e:
-            raise Problem(404, "unrecognizedTask", "task id must be 64 hex characters") from e
-        if len(t) != 32:
-            raise Problem(404, "unrecognizedTask", "task id must be 64 hex characters")
-        return t
+            raise Problem(422, "invalidRequest", "crowds must be a list of hex strings") from e
+    try:
+        cfg = create_task_config(**spec, min_time_precision=state.min_time_precision)
+    except TypeError as e:
+        raise Problem(422, "invalidRequest", f"missing task fields (name, and protocol or mechanism with "
+                      f"target_central, are required): {type(e).__name__}") from e
+    except ValueError as e:  # ValidationError: names the parameter
+        raise Problem(422, "invalidRequest", str(e)) from e
+    state.add_task(cfg)
+    return {"task_id": cfg.task_id.hex(), "config": cfg.to_json(), "config_digest": cfg.digest.hex()}
+
+
+def create_analyzer_app(state: AnalyzerState) -> FastAPI:
+    app = service_app("shuffledp analyzer", state, "analyzer")
+    tid = task_id_from_hex
 
     @app.get("/healthz")
     def healthz() -> dict:
@@ -767,35 +789,7 @@ def create_analyzer_app(state: AnalyzerState) -> FastAPI:
     async def create_task(request: Request) -> dict:
         check_bearer(state.admin_token, request.headers.get("authorization"))
         body = await read_body(request, MAX_TASK_BODY, too_large="invalidRequest")
-        try:
-            spec = json.loads(body)
-            if not isinstance(spec, dict):
-                raise ValueError("body must be a JSON object")
-            bad = _non_finite_path(spec)
-        except (ValueError, RecursionError) as e:
-            raise Problem(400, "invalidRequest", f"body is not a JSON object: {type(e).__name__}") from e
-        unknown = sorted(set(spec) - TASK_FIELDS)
-        if unknown:
-            raise Problem(422, "invalidRequest", f"unknown task field(s) {unknown}: the fields are "
-                          f"{sorted(TASK_FIELDS)} (the analyzer chooses task_id)")
-        if bad is not None:
-            raise Problem(422, "invalidRequest", f"{bad} must be a finite number (NaN/Infinity are not JSON)")
-        if "crowds" in spec:
-            if not isinstance(spec["crowds"], list) or not all(isinstance(c, str) for c in spec["crowds"]):
-                raise Problem(422, "invalidRequest", "crowds must be a list of hex strings")
-            try:
-                spec["crowds"] = [bytes.fromhex(c) for c in spec["crowds"]]
-            except ValueError as e:
-                raise Problem(422, "invalidRequest", "crowds must be a list of hex strings") from e
-        try:
-            cfg = create_task_config(**spec, min_time_precision=state.min_time_precision)
-        except TypeError as e:
-            raise Problem(422, "invalidRequest", f"missing task fields (name, mechanism and target_central are "
-                          f"required): {type(e).__name__}") from e
-        except ValueError as e:  # ValidationError: names the parameter
-            raise Problem(422, "invalidRequest", str(e)) from e
-        state.add_task(cfg)
-        return {"task_id": cfg.task_id.hex(), "config": cfg.to_json(), "config_digest": cfg.digest.hex()}
+        return create_task_from_body(state, body)
 
     @app.get("/v1/tasks/{task_hex}/config")
     def get_config(task_hex: str) -> dict:

@@ -459,30 +459,8 @@ def create_task_config(*, name: str, mechanism: dict | None = None, target_centr
                f"{k} reports one user may send in one window are only ({k} eps_c, {k} e^(({k}-1) eps_c) delta)"
                f"-DP at eps_c = {eps_c:g}, delta = {delta:g}, a delta >= 1 (no guarantee); lower "
                f"max_reports_per_window, eps_c or delta", "client_policy.max_reports_per_window")
-    from .drop import drop_offset
-    if central:
-        try:
-            ok = isinstance(central_mode, dict) and set(central_mode) == {"eps_per_query", "query_budget_eps"}
-            if ok:
-                eq = check_real(central_mode["eps_per_query"], "central_mode.eps_per_query", low=0.0, low_open=True)
-                qb = check_real(central_mode["query_budget_eps"], "central_mode.query_budget_eps", low=eq)
-        except ValidationError:
-            ok = False
-        _check(ok, "a central-mode task needs central_mode {eps_per_query > 0, query_budget_eps >= eps_per_query}"
-               " (finite numbers)", "central_mode")
-        central_mode = {"eps_per_query": eq, "query_budget_eps": qb}
-    else:
-        _check(central_mode is None, "central_mode applies only to mechanism kind 'central'", "central_mode")
-    if drop_noise is not None:
-        _check(isinstance(drop_noise, dict) and set(drop_noise) == {"eps", "delta"},
-               "drop_noise must be {eps, delta}", "drop_noise")
-        try:
-            drop_noise = {"eps": check_real(drop_noise["eps"], "drop_noise.eps", low=0.0, low_open=True),
-                          "delta": check_real(drop_noise["delta"], "drop_noise.delta", low=0.0, high=1.0,
-                                              low_open=True, high_open=True)}
-        except ValidationError as e:
-            raise ValidationError(str(e), parameter="drop_noise") from None
-        drop_offset(drop_noise["eps"], drop_noise["delta"])
+    central_mode = _central_mode_field(central_mode, central)
+    drop_noise = _drop_noise_field(drop_noise)
     probe_value = 0.0 if mechanism.get("kind") == "mean" else 0
     probe = mech.randomize(np.asarray([probe_value]), np.random.default_rng(0))  # layout only, never sent
     schema = PlaintextSchema.from_reports(probe)
@@ -490,6 +468,40 @@ def create_task_config(*, name: str, mechanism: dict | None = None, target_centr
     return TaskConfig(name=name, mechanism=dict(mechanism), report_schema=schema,
                       target_central={"eps": eps_c, "delta": delta}, min_batch_size=int(n_min),
                       test_only=test_only, central_mode=central_mode, drop_noise=drop_noise, **common)
+
+
+def _central_mode_field(central_mode: Any, central: bool) -> dict | None:
+    """A central-mode task's ``{eps_per_query > 0, query_budget_eps >= eps_per_query}``; None otherwise."""
+    if not central:
+        _check(central_mode is None, "central_mode applies only to mechanism kind 'central'", "central_mode")
+        return None
+    try:
+        ok = isinstance(central_mode, dict) and set(central_mode) == {"eps_per_query", "query_budget_eps"}
+        if ok:
+            eq = check_real(central_mode["eps_per_query"], "central_mode.eps_per_query", low=0.0, low_open=True)
+            qb = check_real(central_mode["query_budget_eps"], "central_mode.query_budget_eps", low=eq)
+    except ValidationError:
+        ok = False
+    _check(ok, "a central-mode task needs central_mode {eps_per_query > 0, query_budget_eps >= eps_per_query}"
+           " (finite numbers)", "central_mode")
+    return {"eps_per_query": eq, "query_budget_eps": qb}
+
+
+def _drop_noise_field(drop_noise: Any) -> dict | None:
+    """The shuffler's DP random drop ``{eps > 0, delta in (0, 1)}`` (None: no drop)."""
+    if drop_noise is None:
+        return None
+    from .drop import drop_offset
+    _check(isinstance(drop_noise, dict) and set(drop_noise) == {"eps", "delta"},
+           "drop_noise must be {eps, delta}", "drop_noise")
+    try:
+        drop_noise = {"eps": check_real(drop_noise["eps"], "drop_noise.eps", low=0.0, low_open=True),
+                      "delta": check_real(drop_noise["delta"], "drop_noise.delta", low=0.0, high=1.0,
+                                          low_open=True, high_open=True)}
+    except ValidationError as e:
+        raise ValidationError(str(e), parameter="drop_noise") from None
+    drop_offset(drop_noise["eps"], drop_noise["delta"])
+    return drop_noise
 
 
 def _common_fields(*, time_precision: Any, batch_window: Any, max_wait_windows: Any, tolerable_clock_skew: Any,

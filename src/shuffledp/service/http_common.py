@@ -273,3 +273,23 @@ async def read_signed_body(request: Request, secret: bytes, limit: int, task_id:
 def check_bearer(token: str, header: str | None) -> None:
     if not header or not hmac.compare_digest(f"Bearer {token}".encode(), header.encode()):
         raise Problem(401, "unauthorized", "missing or invalid bearer token")
+
+
+def service_app(title: str, state: Any, name: str) -> FastAPI:
+    """The scaffolding both services share: a FastAPI app without docs pages, the problem+json
+    handlers, ``state.start``/``state.stop`` on start-up and shutdown, ``app.state.<name> = state``."""
+    app = FastAPI(title=title, docs_url=None, redoc_url=None, on_startup=[state.start], on_shutdown=[state.stop])
+    install_problem_handlers(app)
+    setattr(app.state, name, state)
+    return app
+
+
+def task_id_from_hex(task_hex: str) -> bytes:
+    """A task id from its URL form (64 hex characters); 404 ``unrecognizedTask`` otherwise."""
+    try:
+        t = bytes.fromhex(task_hex)
+    except ValueError as e:
+        raise Problem(404, "unrecognizedTask", "task id must be 64 hex characters") from e
+    if len(t) != 32:
+        raise Problem(404, "unrecognizedTask", "task id must be 64 hex characters")
+    return t

@@ -67,7 +67,7 @@ from sqlalchemy import delete, func, select, update
 from ..shuffle.shuffler import csprng_permutation
 from .config import TaskConfig
 from .client_auth import ClientTokens, RateLimiter
-from .http_common import Problem, check_bearer, install_problem_handlers, read_body, sign_request
+from .http_common import Problem, check_bearer, service_app, task_id_from_hex, read_body, sign_request
 from .storage import (delete_pending_digests, insert_ignore, make_engine, move_pending_to_batch, read_connection,
                       shuffler_batch_items, shuffler_batches, shuffler_counters, shuffler_pending, shuffler_tasks,
                       upgrade)
@@ -780,19 +780,8 @@ def _bump_counter(c, task_id: bytes, name: str, by: int) -> None:
 
 
 def create_shuffler_app(state: ShufflerState) -> FastAPI:
-    app = FastAPI(title="shuffledp shuffler", docs_url=None, redoc_url=None,
-                  on_startup=[state.start], on_shutdown=[state.stop])
-    install_problem_handlers(app)
-    app.state.shuffler = state
-
-    def tid(task_hex: str) -> bytes:
-        try:
-            t = bytes.fromhex(task_hex)
-        except ValueError as e:
-            raise Problem(404, "unrecognizedTask", "task id must be 64 hex characters") from e
-        if len(t) != 32:
-            raise Problem(404, "unrecognizedTask", "task id must be 64 hex characters")
-        return t
+    app = service_app("shuffledp shuffler", state, "shuffler")
+    tid = task_id_from_hex
 
     @app.get("/healthz")
     def healthz() -> dict:
