@@ -133,3 +133,26 @@ def test_json_nan_becomes_null():
     out = json.loads(rows_json([row]))
     assert out[0]["rmse"] is None and out[0]["reps"] == 3 and not any(
         isinstance(v, float) and math.isnan(v) for v in out[0].values())
+
+
+@pytest.mark.parametrize("args, bar_text", [
+    (["compare", "counting", "--n", "20000", "--reps", "5", "--methods", "cnt_rr,ldp_rr", "--json"], "measuring"),
+    (["simulate", "--n", "20000", "--d", "16", "--mechanism", "grr"], "encode + aggregate"),
+])
+def test_progress_bar_goes_to_stderr_only(args, bar_text):
+    """With rich forced to draw (as on a terminal), the bar is on stderr and stdout stays clean."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    env = dict(os.environ, TTY_COMPATIBLE="1", TTY_INTERACTIVE="1", COLUMNS="100",
+               PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    res = subprocess.run([sys.executable, "-m", "shuffledp", *args], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert bar_text in res.stderr
+    assert bar_text not in res.stdout and "\x1b[?25l" not in res.stdout  # no bar, no cursor control
+    if "--json" in args:
+        assert [r["method"] for r in json.loads(res.stdout)] == ["cnt_rr", "ldp_rr"]
