@@ -32,9 +32,10 @@ def test_basic_accepts_exactly_the_budget_and_refuses_one_ulp_more():
 
 def test_basic_delta_boundary_is_exact():
     s = PrivacySession(10.0, 1e-6)
+    assert Fraction(5e-7) * 2 == Fraction(1e-6)  # binary scaling: the two deltas meet the budget exactly
     s.charge(P(0.1, 5e-7))
-    s.charge(P(0.1, 5e-7)) if Fraction(5e-7) * 2 <= Fraction(1e-6) else None
-    assert len(s.ledger) == 2
+    s.charge(P(0.1, 5e-7))
+    assert len(s.ledger) == 2 and s.remaining()[1] == 0.0
     with pytest.raises(BudgetExceeded, match="delta does not fit"):
         s.charge(P(0.1, 1e-300))
     s.charge(P(0.1))  # a pure release still fits
