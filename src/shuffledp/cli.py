@@ -255,7 +255,8 @@ def _simulate(mechanism: str, epsilon: float, d: int, n: int, zipf: float, top: 
     true = np.bincount(x, minlength=d) / n
     stat = None
     t0 = time.perf_counter()
-    with Progress(console=console, transient=True) as prog:
+    # the bar goes to stderr: stdout carries only the results
+    with Progress(console=Console(stderr=True), transient=True) as prog:
         task = prog.add_task(f"{mechanism}: encode + aggregate", total=n)
         for s in range(0, n, chunk):
             part = mech.aggregate(mech.randomize(x[s:s + chunk], rng))

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .core.domain import Domain
 from .core.errors import ValidationError
 from .core.estimate import Estimate
 from .core.rng import as_generator
@@ -24,7 +25,7 @@ __all__ = ["run", "simulate", "simulations", "deliver"]
 
 
 def run(protocol: Protocol, values: Any, rng: np.random.Generator | int | None = None, *,
-        production: bool = False) -> Estimate:
+        production: bool = False, domain: Domain | None = None) -> Estimate:
     """Run every user's encoder, the shuffler(s) and the analyzer on ``values``.
 
     Shuffle-model protocols go through :func:`~shuffledp.shuffle.run_shufflers`; local-model
@@ -37,13 +38,18 @@ def run(protocol: Protocol, values: Any, rng: np.random.Generator | int | None =
     A shuffle-model protocol is calibrated for ``protocol.n`` users; running it on fewer users
     (whose guarantee is weaker than the target) raises :class:`ValidationError`, and so does any
     batch whose stated guarantee ``privacy(n_users)`` is weaker than the target.
+
+    ``domain``: categorical ``values`` are labels (a list, numpy array, pandas Series or pyarrow
+    array) of this :class:`~shuffledp.core.domain.Domain`, whose size must be the protocol's
+    ``d``; they are encoded to indices and the estimate carries the labels (``Estimate.labels``).
     """
+    values = _encode(protocol, values, domain)
     gen = as_generator(rng, production=production)
     n = _n_users(values)
     _check_batch_size(protocol, n)
     messages = deliver(protocol, protocol.encode(values, gen), None if production else gen,
                        production=production)
-    return _check_release(protocol, protocol.analyze(messages, n))
+    return _labelled(_check_release(protocol, protocol.analyze(messages, n)), domain)
 
 
 def deliver(protocol: Protocol, messages: Messages, rng: np.random.Generator | int | None = None, *,
@@ -63,17 +69,20 @@ def deliver(protocol: Protocol, messages: Messages, rng: np.random.Generator | i
     return run_shufflers(protocol, messages, rng, production=production)
 
 
-def simulate(protocol: Protocol, values: Any, rng: np.random.Generator | int | None = None) -> Estimate:
+def simulate(protocol: Protocol, values: Any, rng: np.random.Generator | int | None = None, *,
+             domain: Domain | None = None) -> Estimate:
     """Like :func:`run`, but sample the aggregate statistic exactly when the protocol can.
 
     Same output distribution as :func:`run`; cost independent of n where
     ``protocol.has_exact_simulation``. Equal to the first release of :func:`simulations`.
+    ``domain``: labels in, labelled estimate out, as in :func:`run`.
     """
-    return next(simulations(protocol, values, rng))
+    return next(simulations(protocol, values, rng, domain=domain))
 
 
 def simulations(protocol: Protocol, values: Any,
-                rng: np.random.Generator | int | None = None) -> Iterator[Estimate]:
+                rng: np.random.Generator | int | None = None, *,
+                domain: Domain | None = None) -> Iterator[Estimate]:
     """Independent releases of ``protocol`` on the same ``values``, without end.
 
     Each release has the distribution of :func:`run`'s: where ``protocol.has_exact_simulation``
@@ -84,15 +93,38 @@ def simulations(protocol: Protocol, values: Any,
     shuffle-model release must meet the target. Take as many as needed, e.g. with
     :func:`itertools.islice`; randomness is drawn from ``rng`` only as releases are taken.
     """
+    values = _encode(protocol, values, domain)
     gen = as_generator(rng)
     if not protocol.has_exact_simulation:
         while True:
-            yield run(protocol, values, gen)
+            yield _labelled(run(protocol, values, gen), domain)
     n = _n_users(values)
     _check_batch_size(protocol, n)
     data = protocol.summarize(values)
     while True:
-        yield _check_release(protocol, protocol.estimate(protocol.simulate_statistic(data, gen), n))
+        yield _labelled(_check_release(protocol, protocol.estimate(protocol.simulate_statistic(data, gen), n)),
+                        domain)
+
+
+def _encode(protocol: Protocol, values: Any, domain: Domain | None) -> Any:
+    """Labels -> indices when a domain is given (its size must be the protocol's ``d``)."""
+    if domain is None:
+        return values
+    if not isinstance(domain, Domain):
+        raise ValidationError(f"domain must be a shuffledp.core.domain.Domain, got {type(domain).__name__}",
+                              parameter="domain")
+    d = getattr(protocol, "d", None)
+    if d is None:
+        raise ValidationError(f"domain applies to categorical protocols (with a domain size d); "
+                              f"{protocol.name or type(protocol).__name__} has none", parameter="domain")
+    if int(d) != domain.size:
+        raise ValidationError(f"domain has {domain.size} labels but the protocol was built for d={d}",
+                              parameter="domain")
+    return domain.encode(values)
+
+
+def _labelled(est: Estimate, domain: Domain | None) -> Estimate:
+    return est if domain is None else domain.label(est)
 
 
 def _check_batch_size(protocol: Protocol, n_users: int) -> None:

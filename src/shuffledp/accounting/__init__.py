@@ -15,6 +15,7 @@ from .events import (ApproxDpEvent, ComposedEvent, GaussianEvent, LaplaceEvent, 
                      ZCdpEvent)
 from .ledger import BudgetExceededError, BudgetLedger
 from .pld import DiscretePld, PldAccountant
+from .session import BudgetExceeded, PrivacySession
 from .rdp import (DEFAULT_ORDERS, rdp_gaussian, rdp_laplace, rdp_poisson_subsampled_gaussian, rdp_pure,
                   rdp_randomized_response, rdp_to_delta, rdp_to_epsilon, rdp_zcdp, zcdp_to_delta, zcdp_to_epsilon)
 from .shuffle import (METHODS, ShuffledBinaryRR, local_epsilon_for, min_users_for, shuffle_amplification,
@@ -37,5 +38,5 @@ __all__ = [
     "METHODS", "shuffle_amplification", "shuffle_amplification_delta", "shuffle_statement", "local_epsilon_for",
     "min_users_for", "ShuffledBinaryRR", "shuffled_binary_rr_epsilon",
     # budgets
-    "BudgetLedger", "BudgetExceededError",
+    "BudgetLedger", "BudgetExceededError", "PrivacySession", "BudgetExceeded",
 ]

@@ -53,6 +53,8 @@ class BudgetLedger:
         Window length in the caller's time unit (e.g. seconds); charges at times in
         ``(t - window, t]`` count at time t. ``None``: all charges count forever.
 
+    Notes
+    -----
     Times must be non-decreasing per user (a charge dated before the user's last charge is
     refused): then checking the window that ends at each new charge covers every window.
     Thread-safe (one lock). Memory: charges older than the window are dropped.

@@ -4,6 +4,7 @@ from .errors import OutOfDomainError, ShuffleDPError, ValidationError
 from .estimate import Estimate
 from .privacy import PrivacyStatement, round_up
 from .rng import as_generator, secure_rng, simulation_rng
+from .domain import Domain, DomainInferenceWarning  # noqa: I001 (after rng: domain uses errors only)
 
 __all__ = [
     "Estimate",
@@ -15,4 +16,6 @@ __all__ = [
     "as_generator",
     "secure_rng",
     "simulation_rng",
+    "Domain",
+    "DomainInferenceWarning",
 ]

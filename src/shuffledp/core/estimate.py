@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +36,10 @@ class Estimate:
         :meth:`clip_normalize`, :meth:`norm_sub` or :meth:`project_simplex` carries
         ``extra["postprocessing"]`` (the steps applied, in order) and ``extra["unbiased"] = False``;
         its ``stderr`` is NaN.
+    labels : tuple or None
+        The label of each value (one per value), when the estimate was made over a
+        :class:`~shuffledp.core.domain.Domain` (:meth:`Domain.label`); ``None`` for plain indices.
+        Shown by ``str()``, :meth:`to_dict`, :meth:`to_pandas` and :meth:`by_label`.
     """
 
     values: np.ndarray
@@ -43,12 +48,63 @@ class Estimate:
     privacy: PrivacyStatement
     kind: str = "frequency"
     extra: dict = field(default_factory=dict)
+    labels: tuple | None = None
 
     def __post_init__(self) -> None:
         v = np.atleast_1d(np.asarray(self.values, dtype=np.float64))
         s = np.broadcast_to(np.asarray(self.stderr, dtype=np.float64), v.shape).copy()
         object.__setattr__(self, "values", v)
         object.__setattr__(self, "stderr", s)
+        if self.labels is not None:
+            labels = tuple(self.labels)
+            if v.ndim != 1 or len(labels) != v.size:
+                raise ValidationError(f"labels must name each value: {len(labels)} labels for values of shape "
+                                      f"{v.shape}", parameter="labels")
+            object.__setattr__(self, "labels", labels)
+
+    # ------------------------------------------------------------------ labels and export
+    def _names(self) -> list:
+        return list(self.labels) if self.labels is not None else list(range(self.values.size))
+
+    def by_label(self) -> dict:
+        """``{label: value}`` (labels are the indices ``0 .. d-1`` when the estimate has none)."""
+        return dict(zip(self._names(), self.values.tolist()))
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict: values, stderr, n, kind, privacy (its ``to_dict``) and labels (or None).
+
+        NaN standard errors (post-processed estimates) become ``None``.
+        """
+        def clean(a: np.ndarray) -> list:
+            return [x if np.isfinite(x) else None for x in a.tolist()]
+
+        return {"values": clean(self.values), "stderr": clean(self.stderr), "n": int(self.n), "kind": self.kind,
+                "privacy": self.privacy.to_dict(), "labels": None if self.labels is None else list(self.labels)}
+
+    def to_pandas(self, level: float = 0.95) -> Any:
+        """A pandas DataFrame, one row per value (index: the labels, or 0 .. d-1), with columns
+        ``estimate``, ``stderr``, ``ci_low`` and ``ci_high`` (normal interval at ``level``).
+        The privacy statement is in ``DataFrame.attrs["privacy"]``. Needs pandas."""
+        try:
+            import pandas as pd
+        except ImportError as e:  # pragma: no cover - exercised only without pandas
+            raise ImportError("Estimate.to_pandas needs pandas: pip install pandas") from e
+        lo, hi = self.ci(level)
+        df = pd.DataFrame({"estimate": self.values, "stderr": self.stderr, "ci_low": lo, "ci_high": hi},
+                          index=pd.Index(self._names(), name="label" if self.labels is not None else "index"))
+        df.attrs["privacy"] = str(self.privacy)
+        df.attrs["n"] = int(self.n)
+        return df
+
+    def __str__(self) -> str:
+        head = f"Estimate ({self.kind}, n={self.n}) {self.privacy}"
+        names = [str(x) for x in self._names()]
+        w = max(len(x) for x in names[:50]) if names else 1
+        rows = [f"  {nm:>{w}}  {v: .6g} ± {s:.3g}" for nm, v, s in
+                zip(names[:50], self.values.tolist(), self.stderr.tolist())]
+        if len(names) > 50:
+            rows.append(f"  ... ({len(names) - 50} more)")
+        return "\n".join([head, *rows])
 
     def ci(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
         """Normal-approximation confidence interval (lower, upper) at the given level."""
@@ -160,7 +216,7 @@ class Estimate:
         extra = dict(self.extra)
         extra["postprocessing"] = tuple(self.extra.get("postprocessing", ())) + (method,)
         extra["unbiased"] = False
-        return Estimate(values, np.full(values.shape, np.nan), self.n, self.privacy, self.kind, extra)
+        return Estimate(values, np.full(values.shape, np.nan), self.n, self.privacy, self.kind, extra, self.labels)
 
 
 def _project_simplex(v: np.ndarray, total: float) -> np.ndarray:

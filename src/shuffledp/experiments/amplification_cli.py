@@ -87,7 +87,12 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
         out = experiment_outdir("amplification-tables", "amplification", quick, full, out)
         console = Console()
         t0 = time.perf_counter()
-        res = run(out, NS[:2] if quick else NS)
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        # no per-step hook in run(): an indeterminate bar on stderr, gone when the tables print
+        with Progress(SpinnerColumn(), TextColumn("computing the amplification tables"), TimeElapsedColumn(),
+                      console=Console(stderr=True), transient=True):
+            res = run(out, NS[:2] if quick else NS)
         res["files"].append(write_report(res, out, _fmt))
         elapsed = time.perf_counter() - t0
         for t in res["tables"]:
