@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[dev,plots,service,crosscheck]"
+	$(BIN)/python -m pip install -q -e ".[dev,plots,service,crosscheck,docs]"
 	@rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 install: $(STAMP)
