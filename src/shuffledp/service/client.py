@@ -149,7 +149,8 @@ def encode_protocol_messages(cfg: TaskConfig, values: Any, now: float, rng: None
     Returns ``(plaintexts, route, users)``: one plaintext row per message (the protocol's message,
     a fresh random 16-byte message id, the client time truncated to ``time_precision``), the
     shuffler each message goes to, and the number of users each shuffler serves (one user marker
-    each). As :func:`encode_reports`, one cryptographic generator covers the whole call.
+    each, unless the protocol sends one message per user: then the messages count the users). As
+    :func:`encode_reports`, one cryptographic generator covers the whole call.
     """
     p = cfg.protocol_object()
     rng = as_generator(rng, production=True)
@@ -187,9 +188,10 @@ def upload_protocol_users(http: httpx.Client, cfg: TaskConfig, key: KeyConfig, s
     pts, route, users = encode_protocol_messages(cfg, values, now)
     envs = seal_many(cfg, key, pts, crowd)
     acked = 0
+    by_message = cfg.protocol_object().one_message_per_user   # a message counts its user: no markers
     for j, url in enumerate(shuffler_urls):
         mine = [(crowd, envs[i]) for i in np.flatnonzero(route == j)]
-        marks = user_markers(int(users[j]))
+        marks = [] if by_message else user_markers(int(users[j]))
         for s in range(0, max(len(mine), len(marks), 1), chunk):
             r = upload(http, url, cfg.task_id, mine[s:s + chunk], markers=marks[s:s + chunk], marker_crowd=crowd)
             acked += int(r["accepted"])
@@ -386,7 +388,7 @@ class ShuffleDPClient:
         for i in range(m):   # one HPKE encapsulation per message (a handful per user)
             env = seal_report(self.key, self.cfg.task_id, self.cfg.digest, self.crowd, pts[i].tobytes())
             rows.append((hashlib.sha256(env).digest(), env, pts[i].tobytes(), int(route[i]), UPLOAD_MESSAGE))
-        if self.protocol is not None:
+        if self.protocol is not None and not self.protocol.one_message_per_user:
             reached = sorted(set(route.tolist())) or [0]
             if self.protocol.user_routing == "one" and len(reached) > 1:
                 raise ValidationError(f"{self.protocol.name} routes one user's messages to several shufflers but "

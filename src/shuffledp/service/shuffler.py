@@ -282,7 +282,8 @@ class ShufflerState:
                 errors.append({"i": i, "error": "unrecognizedCrowd"})
                 continue
             if kind == UPLOAD_USER:
-                if cfg.protocol is None:   # a local-oracle task counts reports, not users
+                # a local-oracle task counts reports, and a one-message protocol counts its messages
+                if cfg.protocol is None or cfg.protocol_object().one_message_per_user:
                     errors.append({"i": i, "error": "invalidMessage"})
                     continue
                 d = marker_digest(env)
@@ -414,7 +415,8 @@ class ShufflerState:
                     drop = sample_drop(n, cfg.drop_noise["eps"], cfg.drop_noise["delta"])
                 elif self.drop_noise is not None and cfg.protocol is None:
                     drop = min(n, max(0, int(self.drop_noise(n))))
-                if cfg.protocol is not None:   # a protocol pool is sized in users (markers)
+                if cfg.protocol is not None and not cfg.protocol_object().one_message_per_user:
+                    # a protocol pool is sized in users (markers)
                     release = int(rc.execute(select(func.coalesce(func.sum(shuffler_pending.c.users), 0))
                                              .where(*in_pool)).scalar_one()) >= cfg.min_batch_size
                 else:
@@ -462,7 +464,8 @@ class ShufflerState:
         """
         j = self.shuffler_index(task_id)
         window = int(windows.max())
-        n_users = int(markers.sum())
+        # users: the markers, or the messages themselves when every user sends exactly one
+        n_users = int(markers.size) if cfg.protocol_object().one_message_per_user else int(markers.sum())
         try:
             fakes = self._fake_envelopes(cfg, j, crowd, window)
         except (httpx.HTTPError, ValueError) as e:
@@ -551,7 +554,7 @@ class ShufflerState:
             if b is None or b.state != "forming":
                 return
         task_id, n, members = bytes(b.task_id), int(b.n), bytes(b.members)
-        n_markers = int(b.n_users or 0)   # protocol batches: the user markers follow the released members
+        n_users = b.n_users   # protocol batches: the members after position n are user markers (no drop)
         total = len(members) // DIGEST_LEN
         for s in range(0, total, FORM_CHUNK):
             e = min(s + FORM_CHUNK, total)
@@ -577,8 +580,10 @@ class ShufflerState:
                           .values(state="ready", members=None))
             if r.rowcount:
                 self._bump(c, task_id, "released", n)
-                self._bump(c, task_id, "dropped_noise", total - n - n_markers)
-                self._bump(c, task_id, "released_users", n_markers)
+                if n_users is None:
+                    self._bump(c, task_id, "dropped_noise", total - n)
+                else:
+                    self._bump(c, task_id, "released_users", int(n_users))
 
     def _delete_pending_chunked(self, task_id: bytes, digests: bytes, counter: str) -> int:
         """Delete pending rows (concatenated digests) FORM_CHUNK per transaction, each chunk counted."""

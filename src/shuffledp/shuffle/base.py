@@ -99,6 +99,9 @@ class Protocol(ABC):
     #: messages go to one shuffler: the users of a release are the sum of the users each shuffler
     #: served) or ``"every"`` (every user sends to every shuffler: each shuffler serves them all).
     user_routing: ClassVar[Literal["one", "every"]] = "one"
+    #: Whether every user sends exactly one message whatever its input (a deployment then counts
+    #: users by messages and needs no user markers). Verified against ``encode`` by the tests.
+    one_message_per_user: ClassVar[bool] = False
 
     def __init__(self, epsilon: float, delta: float, n: int) -> None:
         self.epsilon = check_epsilon(epsilon)
