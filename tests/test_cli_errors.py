@@ -81,6 +81,18 @@ def test_demo_refuses_before_starting_services(args, name, text, no_services):
     assert text in line
 
 
+@pytest.mark.parametrize("args,name,text", [
+    (["--protocol", "foo"], "--protocol foo", "unknown protocol"),
+    (["--protocol", "cnt_2m", "--eps-central", "2"], "--protocol cnt_2m", "epsilon <= 1"),
+    (["--protocol", "hist_kr", "--param", "nokey"], "--param", "KEY=VALUE"),
+    (["--protocol", "hist_kr", "--param", "bogus=1"], "--protocol hist_kr", "bogus"),
+    (["--n", "1000"], "--n/--delta", "cnt_2m"),   # enough for the oracle task, too few for Cnt_2M
+])
+def test_demo_protocol_refuses_before_starting_services(args, name, text, no_services):
+    line = assert_one_line_error(invoke(["demo", *args]), name)
+    assert text in line
+
+
 @pytest.mark.parametrize("args,name", [
     (["analyzer", "--db", "notaurl"], "--db"),
     (["analyzer", "--db", "mysql://u@h/x"], "--db"),

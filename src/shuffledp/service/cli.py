@@ -145,7 +145,8 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
                 out[key] = val   # a bare word is a string
         return out
 
-    def _check_protocol_demo(name: str, eps: float, delta: float, n: int, params: dict, d: int) -> None:
+    def _check_protocol_demo(name: str, eps: float, delta: float, n: int, params: dict, d: int,
+                             label: str = "") -> None:
         from ..core.errors import ValidationError
         from .config import build_protocol
         from .demo import _NEEDS_D
@@ -155,9 +156,9 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
             p = build_protocol({"name": name, "epsilon": eps, "delta": delta, "n": n, "params": params})
             p.message_schema()
         except ValidationError as e:
-            fail(f"--protocol {name}: {e}")
+            fail(f"{label or '--protocol ' + name}: {e}")
         except NotImplementedError as e:
-            fail(f"--protocol {name}: has no client side to deploy ({e})")
+            fail(f"{label or '--protocol ' + name}: has no client side to deploy ({e})")
 
     def _print_protocol_demo(con, results: list) -> None:
         from rich.table import Table
@@ -209,7 +210,8 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
                 check_demo_arguments(n, d, epsilon, mechanism, eps_central, delta)
             except ValidationError as e:
                 fail(str(e))
-            _check_protocol_demo(DEFAULT_MULTI_MESSAGE, min(eps_central, 1.0), delta, n, {}, d)
+            _check_protocol_demo(DEFAULT_MULTI_MESSAGE, min(eps_central, 1.0), delta, n, {}, d,
+                                 label=f"--n/--delta (the multi-message demo, {DEFAULT_MULTI_MESSAGE})")
         writable_dir(out, "--out")
 
         con = Console()
