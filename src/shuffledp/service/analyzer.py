@@ -540,7 +540,8 @@ def compose_over_client_windows(cfg: TaskConfig, releases: list[tuple[list[int],
         st = PrivacyStatement(eps_tot, delta_tot, model, "replace_one",
                               gamma=cfg.honest_fraction if model == "shuffle" else 1.0,
                               note=f"{len(per_cw)} client window(s) x {k} report(s)/window: group privacy per "
-                                   f"{unit} + basic composition over {unit}s (weakest {unit} per client window); "
+                                   f"{unit} + basic composition over {unit}{'es' if unit.endswith('ch') else 's'} (weakest {unit} "
+                                   f"per client window); "
                                    f"eps0={cfg.eps_local:g}")
     return st, per_cw
 
