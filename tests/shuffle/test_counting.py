@@ -296,8 +296,9 @@ def test_estimate_carries_privacy_and_stderr(rng):
 # ----------------------------------------------------------------------------- bad input
 
 def test_cnt_pure_not_implemented():
-    with pytest.raises(ValidationError, match="not implemented"):
+    with pytest.raises(ValidationError, match="not implemented: the paper's protocol text .* is unavailable") as e:
         protocol("cnt_pure", epsilon=0.01, delta=DELTA, n=10**7)
+    assert e.value.parameter == "name"
 
 
 def test_impossible_targets():

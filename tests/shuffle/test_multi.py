@@ -12,7 +12,7 @@ from shuffledp.accounting import basic_composition, shuffle_amplification
 from shuffledp.core import ValidationError
 from shuffledp.local.verify import worst_case_log_ratio
 from shuffledp.shuffle import protocol, run_shufflers
-from shuffledp.shuffle.multi import split_attributes
+from shuffledp.shuffle.multi_attribute import split_attributes
 from tests.conftest import mean_z_bound, variance_ratio_band
 from tests.shuffle._twosample import assert_same_law
 

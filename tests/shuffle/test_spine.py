@@ -80,6 +80,19 @@ def test_releases_reuse_the_memoized_statement(rng):
     assert p.accountant_calls == [200]
 
 
+def test_registry_has_no_dangling_entries():
+    """Every registry entry names a module that defines the protocol, one protocol per module
+    (``uniformity`` holds the two testers); the unimplemented survey protocols are not entries."""
+    from shuffledp.shuffle.registry import NOT_IMPLEMENTED, PROTOCOL_MODULES
+
+    assert available_protocols() == list(PROTOCOL_MODULES)
+    assert not set(NOT_IMPLEMENTED) & set(PROTOCOL_MODULES)
+    per_module: dict[str, list[str]] = {}
+    for name, module in PROTOCOL_MODULES.items():
+        per_module.setdefault(module, []).append(name)
+    assert {m: v for m, v in per_module.items() if len(v) > 1} == {"uniformity": ["put", "aut"]}
+
+
 @pytest.mark.parametrize("name", available_protocols())
 def test_no_registered_protocol_bypasses_the_memoized_privacy(name):
     cls = protocol_class(name)

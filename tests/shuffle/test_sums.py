@@ -274,7 +274,7 @@ def test_aggregate_is_mergeable_and_estimate_fields(name, kw, rng):
 # ----------------------------------------------------------------------------- bad input
 
 def test_rsum_pure_not_implemented():
-    with pytest.raises(ValidationError, match="not implemented"):
+    with pytest.raises(ValidationError, match="not implemented: it is built on cnt_pure"):
         protocol("rsum_pure", epsilon=0.01, delta=DELTA, n=10**7)
 
 
