@@ -29,7 +29,7 @@ def test_worked_examples():
     assert kr.gamma == pytest.approx(0.025077, abs=1e-6)
     assert kr.eps_l == pytest.approx(8.2658, abs=1e-4)
     assert kr.variance() == pytest.approx(263.77, abs=0.01)
-    assert kr.variance(count=10**4) == pytest.approx(515.84, abs=0.01)
+    assert kr.variance(value=10**4) == pytest.approx(515.84, abs=0.01)
 
     mm = protocol("hist_mm", EPS, DELTA, N, d=D)
     assert mm.one_minus_p == pytest.approx(3.75353e-3, rel=1e-5)

@@ -46,6 +46,18 @@ def test_parameters():
     assert s.variance() == pytest.approx(9 * c_req / (1 - s.gamma[0]) ** 2, rel=1e-3)
 
 
+def test_variance_is_the_worst_attribute_and_attribute_is_checked():
+    n, eps, delta = 10**6, 0.9, 1e-6
+    for p in (protocol("fragmenting", eps, delta, n, d=[10, 100, 50]),
+              protocol("sample_one", eps, delta, n, d=[10, 100])):
+        per = [p.attribute_variance(n, 7.0, a) for a in range(p.k)]
+        assert p.variance(n, 7.0) == max(per) and per[1] == max(per)  # the largest domain is the worst
+        for bad in (-1, p.k, 1.0, True):
+            with pytest.raises(ValidationError) as e:
+                p.attribute_variance(n, 0.0, bad)
+            assert e.value.parameter == "attribute"
+
+
 # --------------------------------------------------------------------------- privacy
 
 def test_local_ratio_exact():
@@ -243,7 +255,7 @@ def test_unbiased_and_mse(name, kw, rng):
     data = p.summarize(x)
     truth = np.concatenate([np.bincount(x[:, a], minlength=da) for a, da in enumerate(p.dims)])
     est = np.array([p.estimate(p.simulate_statistic(data, rng), n).values for _ in range(R)])
-    var = np.concatenate([[p.variance(n, c, attribute=a) for c in ca]
+    var = np.concatenate([[p.attribute_variance(n, c, a) for c in ca]
                           for a, ca in enumerate(split_attributes(truth, p.dims))])
     z = (est.mean(0) - truth) / np.sqrt(var / R)
     assert np.abs(z).max() < mean_z_bound(1e-4 / truth.size) + 0.5
@@ -347,7 +359,7 @@ def test_fragmenting_any_inner(inner, eps, kw, rng):
     truth = np.concatenate([np.bincount(x[:, a], minlength=da) for a, da in enumerate(f.dims)])
     for est in (pipeline.run(f, x, rng), pipeline.simulate(f, x, rng)):
         assert est.values.shape == (8,)
-        assert np.all(np.abs(est.values - truth) < 6 * np.sqrt([f.variance(n, c, attribute=int(a >= 5))
+        assert np.all(np.abs(est.values - truth) < 6 * np.sqrt([f.attribute_variance(n, c, int(a >= 5))
                                                                  for a, c in enumerate(truth)]) + 1)
     assert f.privacy().eps <= eps * (1 + 1e-9) and f.privacy().delta == pytest.approx(0.1)
 

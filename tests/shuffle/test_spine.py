@@ -80,6 +80,17 @@ def test_releases_reuse_the_memoized_statement(rng):
     assert p.accountant_calls == [200]
 
 
+@pytest.mark.parametrize("name", available_protocols())
+def test_one_variance_signature(name):
+    """Every protocol's variance is ``variance(n=None, value=0.0)``: one coordinate's variance for n
+    users when its true value is ``value`` (multi-attribute protocols add attribute_variance)."""
+    import inspect
+
+    params = inspect.signature(protocol_class(name).variance).parameters
+    assert [(p.name, p.default) for p in params.values()] == [
+        ("self", inspect.Parameter.empty), ("n", None), ("value", 0.0)], name
+
+
 def test_registry_has_no_dangling_entries():
     """Every registry entry names a module that defines the protocol, one protocol per module
     (``uniformity`` holds the two testers); the unimplemented survey protocols are not entries."""

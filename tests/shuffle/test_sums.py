@@ -45,7 +45,7 @@ def test_rsum_kr_worked_examples():
 def test_rsum_kr_worst_case_variance_is_the_max_over_inputs():
     p = RSumKR(1.0, 1e-6, 10**6, precision=20)
     x = np.linspace(0, 1, 100001)
-    per_user = [p.variance(1, values=np.array([v])) for v in x[::97]]
+    per_user = [p.sum_variance(np.array([v])) for v in x[::97]]
     assert max(per_user) * 10**6 <= p.variance() * (1 + 1e-9)
     assert max(per_user) * 10**6 == pytest.approx(p.variance(), rel=1e-4)
 
@@ -211,7 +211,7 @@ def test_unbiased_and_exact_variance_n1e5(name, kw, rng):
     x = _normal_data(n)
     p = protocol(name, epsilon=EPS, delta=DELTA, n=n, **kw)
     est = _sims(p, x, R, rng)
-    var = p.variance(values=x)
+    var = p.sum_variance(x)
     assert var <= p.variance() * (1 + 1e-12)  # the data's variance is below the worst case
     lo, hi = variance_ratio_band(R)
     assert lo < est.var(ddof=1) / var < hi
@@ -228,7 +228,7 @@ def test_rmse_matches_closed_form_n1e6(name, rng):
     est = _sims(p, x, R, rng)
     mse = np.mean((est - x.sum()) ** 2)
     lo, hi = variance_ratio_band(R + 1)
-    assert lo < mse / p.variance(values=x) < hi
+    assert lo < mse / p.sum_variance(x) < hi
 
 
 def test_extreme_inputs_unbiased(rng):
@@ -237,7 +237,7 @@ def test_extreme_inputs_unbiased(rng):
         for p in (RSumRM(1.0, 1e-8, n, messages=2, bound="bennett"), RSumKR(1.0, 1e-6, n),
                   RSumDSG(1.0, 1e-6, n), RSumRR(1.0, 1e-6, n, precision=3)):
             est = _sims(p, x, R, rng)
-            assert abs(est.mean() - x.sum()) / math.sqrt(p.variance(values=x) / R) < mean_z_bound(), (p, x[0])
+            assert abs(est.mean() - x.sum()) / math.sqrt(p.sum_variance(x) / R) < mean_z_bound(), (p, x[0])
 
 
 LAW = [("rsum_rr", {"precision": 4}), ("rsum_kr", {}), ("rsum_rm", {"bound": "bennett"}), ("rsum_dsg", {})]
@@ -252,7 +252,7 @@ def test_simulate_matches_pipeline_in_law(name, kw):
     run = np.array([pipeline.run(p, x, rng).values[0] for _ in range(R)])
     sim = np.array([pipeline.simulate(p, x, rng).values[0] for _ in range(R)])
     assert stats.ks_2samp(run, sim).pvalue > 1e-3
-    sd = math.sqrt(p.variance(values=x) / R)
+    sd = math.sqrt(p.sum_variance(x) / R)
     for arr in (run, sim):
         assert abs(arr.mean() - x.sum()) / sd < mean_z_bound()
 
@@ -350,4 +350,4 @@ def test_rsum_rr_paper_thm54_calibration(rng):
     assert p.variance() > RSumRR(EPS, DELTA, n, precision=10, accounting="cheu2019").variance()
     x = _normal_data(n)
     est = _sims(p, x, 100, rng)
-    assert abs(est.mean() - x.sum()) / math.sqrt(p.variance(values=x) / 100) < mean_z_bound()
+    assert abs(est.mean() - x.sum()) / math.sqrt(p.sum_variance(x) / 100) < mean_z_bound()

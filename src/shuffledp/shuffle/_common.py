@@ -114,12 +114,6 @@ def randomized_rounding(x: np.ndarray, p: int, rng: np.random.Generator) -> np.n
     return lo + (rng.random(lo.shape[0]) < r)
 
 
-def rounding_variance(x: np.ndarray, p: int) -> float:
-    """Sum over users of Var(fe_p(x_i)) = r_i (1 - r_i)."""
-    _, r = rounding_parts(x, p)
-    return float(np.sum(r * (1.0 - r)))
-
-
 # ----------------------------------------------------------------------------- k-ary RR with a blanket
 
 def rr_flip_for_krr(k: int, eps_l: float) -> float:

@@ -82,8 +82,8 @@ class Distinct(OneHotCounters):
         f = self._tail(self.threshold - c, n)
         return (float(f.sum()) - self.d * f0) / (1 - f0), float((f * (1 - f)).sum()) / (1 - f0) ** 2
 
-    def variance(self, n: int | None = None) -> float:
-        """Bound d/(4 (1 - f0)^2) on Var(D_hat)."""
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """Bound d/(4 (1 - f0)^2) on Var(D_hat), whatever the true number of distinct values ``value``."""
         return self.d / (4.0 * (1.0 - self.false_positive_rate(n)) ** 2)
 
 

@@ -147,8 +147,9 @@ class Fragmenting(_Multi):
         return self._flatten([part.simulate_statistic(ca, rng)
                               for part, ca in zip(self.parts, split_attributes(c, self.dims))])
 
-    def variance(self, n: int | None = None, count: float = 0.0, attribute: int = 0) -> float:
-        return self.parts[attribute].variance(self._n_of(n), count)
+    def attribute_variance(self, n: int | None, value: float, attribute: int) -> float:
+        """The inner protocol's variance for a cell of ``attribute`` held by ``value`` users."""
+        return self.parts[self._attribute(attribute)].variance(self._n_of(n), value)
 
     def _privacy(self, n: int) -> PrivacyStatement:
         sts = [p.privacy(n) for p in self.parts]

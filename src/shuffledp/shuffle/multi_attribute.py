@@ -65,3 +65,19 @@ class _Multi(Protocol):
 
     def _n_of(self, n: int | None) -> int:
         return self.n if n is None else check_positive_int(n, "n")
+
+    def _attribute(self, attribute: int) -> int:
+        if isinstance(attribute, bool) or not isinstance(attribute, (int, np.integer)) \
+                or not 0 <= attribute < self.k:
+            raise ValidationError(f"attribute must be an integer in [0, {self.k}), got {attribute!r}",
+                                  parameter="attribute")
+        return int(attribute)
+
+    def attribute_variance(self, n: int | None, value: float, attribute: int) -> float:
+        """Variance of the estimated count of one cell of ``attribute`` held by ``value`` users."""
+        raise NotImplementedError(f"{type(self).__name__} states no closed-form variance")
+
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """The largest over the attributes of :meth:`attribute_variance` ``(n, value, a)``: the
+        variance of one cell's estimated count held by ``value`` users, in the worst attribute."""
+        return max(self.attribute_variance(n, value, a) for a in range(self.k))

@@ -329,8 +329,10 @@ class RangeCount(Protocol):
         return Estimate(est.values, est.stderr, n, est.privacy, "count",
                         extra={"consistent": self.consistent, "levels": self.L})
 
-    def variance(self, n: int | None = None) -> float:
-        """Average exact variance of a single-item estimate over the d items, data uniform on [0, d)."""
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """Average exact variance of a single-item estimate over the d items, data uniform on [0, d)
+        (``value`` is ignored: an item's variance depends on the whole tree's counts;
+        :meth:`range_variance` gives it for given counts)."""
         n = self.n if n is None else n
         cache = self.__dict__.setdefault("_variance_cache", {})
         if n not in cache:

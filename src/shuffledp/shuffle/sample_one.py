@@ -148,9 +148,10 @@ class SampleOne(_Multi):
         p1, p0 = p / self.k, q / self.k
         return self.k**2 * (c * p1 * (1 - p1) + (n - c) * p0 * (1 - p0)) / (p - q) ** 2
 
-    def variance(self, n: int | None = None, count: float = 0.0, attribute: int = 0) -> float:
-        a = attribute
-        return float(self._var_cells(self._n_of(n), np.asarray(count), self.p[a], self.q[a]))
+    def attribute_variance(self, n: int | None, value: float, attribute: int) -> float:
+        """Exact variance of the estimated count of a cell of ``attribute`` held by ``value`` users."""
+        a = self._attribute(attribute)
+        return float(self._var_cells(self._n_of(n), np.asarray(value), self.p[a], self.q[a]))
 
     def summarize(self, values: Any) -> np.ndarray:
         """Distinct rows and their multiplicities, as an ``(u, k + 1)`` array (last column = count):

@@ -102,7 +102,8 @@ class UniformityTester(OneHotCounters):
                         extra={"reject": r.reject, "accept": r.accept, "threshold": r.threshold,
                                "alpha": self.alpha_tv})
 
-    def variance(self, n: int | None = None) -> float:
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """Var(T) under the null hypothesis (:meth:`null_variance`); ``value`` is ignored."""
         return self.null_variance(n)
 
 

@@ -63,7 +63,8 @@ class CdpLaplaceHist(_CentralBaseline):
         n = check_positive_int(n, "n")
         return Estimate(np.asarray(s, dtype=np.float64), math.sqrt(self.variance(n)), n, self.privacy(n), "count")
 
-    def variance(self, n: int | None = None) -> float:
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """The curator's noise variance: exact, independent of ``n`` and of the true ``value``."""
         return self.mechanism.variance
 
     def noise_pmf(self, z: Any) -> np.ndarray:

@@ -86,7 +86,8 @@ class CdpLaplaceSum(_CentralBaseline):
         return Estimate(np.array([value]), math.sqrt(self.variance(n)), n, self.privacy(n), "sum",
                         extra={"granularity_exponent": self.k})
 
-    def variance(self, n: int | None = None) -> float:
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """The curator's noise variance: exact, independent of ``n`` and of the true ``value``."""
         return self.mechanism.variance
 
     def noise_pmf_grid(self, z: Any) -> np.ndarray:

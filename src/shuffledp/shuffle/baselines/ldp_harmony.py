@@ -89,7 +89,9 @@ class LdpHarmony(_LocalBaseline):
         t = 2.0 * check_real_values(values, 0.0, 1.0) - 1.0
         return (t.size * self.C**2 - float(np.dot(t, t))) / 4.0
 
-    def variance(self, n: int | None = None) -> float:
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """Worst case over inputs in [0, 1]^n, ``n C^2/4`` (all t_i = 0); ``value`` (the true sum) is
+        ignored; :meth:`sum_variance` is exact for given inputs."""
         n = self.n if n is None else n
         return n * self.C**2 / 4.0
 

@@ -22,9 +22,10 @@ class LdpKRR(_LocalBaseline):
     Each user reports its value x in [0, d) w.p. ``p = e^eps/(e^eps + d - 1)``, any other value
     w.p. ``q = 1/(e^eps + d - 1)``. Per-item counts ``c_hat_j = (C_j - n q)/(p - q)`` are
     unbiased with ``Var = [n q (1 - q) + c_j (1 - p - q)(p - q)]/(p - q)^2``.
-    :meth:`variance` returns the **average over the d items**, which is data independent
-    (sum_j c_j = n): ``[n q (1 - q) + (n/d)(1 - p - q)(p - q)]/(p - q)^2`` — the expected
-    squared error per item that the survey's histogram RMSE averages.
+    ``variance(n, value)`` is that variance for an item held by ``value`` users (default 0, an
+    empty item, as for every histogram protocol); at ``value = n/d`` it is the **average over the
+    d items**, which is data independent (sum_j c_j = n):
+    ``[n q (1 - q) + (n/d)(1 - p - q)(p - q)]/(p - q)^2``.
 
     Privacy: eps-LDP exactly. Cost: 1 message of ceil(log2 d) bits; O(n) aggregate (bincount);
     O(d) exact statistic simulation. Source: the survey's LDP baseline for histograms (§5.2).
@@ -63,9 +64,11 @@ class LdpKRR(_LocalBaseline):
         p, q = self.p, self.q
         return (n * q * (1 - q) + np.asarray(count, dtype=np.float64) * (1 - p - q) * (p - q)) / (p - q) ** 2
 
-    def variance(self, n: int | None = None) -> float:
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """Exact variance of one item's count estimate when ``value`` users hold it
+        (:meth:`item_variance`; affine in the count, so ``value = n/d`` gives the average over the items)."""
         n = self.n if n is None else n
-        return float(self.item_variance(n, n / self.d))
+        return float(self.item_variance(n, value))
 
     def summarize(self, values: Any) -> np.ndarray:
         return np.bincount(check_int_values(values, self.d), minlength=self.d).astype(np.int64)

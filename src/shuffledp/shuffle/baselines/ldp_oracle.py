@@ -24,8 +24,9 @@ class LdpOracle(_LocalBaseline):
     ``protocol("ldp_oracle", epsilon=eps, n=n, d=d, oracle="olh", oracle_params={...})``. The
     statistic is the oracle's own mergeable aggregate; the estimate is the oracle's unbiased
     fraction estimate times n (counts), with its closed-form standard errors times n.
-    :meth:`variance` is n^2 times the oracle's fraction variance at ``f = 1/d`` (the average item;
-    exactly the per-item average for the pure oracles, whose variance is affine in f).
+    ``variance(n, value)`` is n^2 times the oracle's fraction variance at ``f = value/n`` (as for
+    every histogram protocol, the default ``value = 0`` is an empty item; ``value = n/d`` gives
+    the per-item average for the pure oracles, whose variance is affine in f).
 
     Privacy: that of the oracle (eps-LDP). Exact statistic simulation when the oracle has one
     (:attr:`has_exact_simulation` says so). Bits per message: the report's size (see
@@ -61,9 +62,11 @@ class LdpOracle(_LocalBaseline):
         return Estimate(est.values * n, est.stderr * n, n, self.privacy(n), "count",
                         extra={"oracle": self.oracle_name, **est.extra})
 
-    def variance(self, n: int | None = None) -> float:
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """n^2 times the oracle's frequency variance at ``f = value / n`` (one item's count variance
+        when ``value`` users hold it)."""
         n = self.n if n is None else n
-        return float(n) ** 2 * float(self.oracle.variance(n, 1.0 / self.d))
+        return float(n) ** 2 * float(self.oracle.variance(n, value / n))
 
     @property
     def has_exact_simulation(self) -> bool:

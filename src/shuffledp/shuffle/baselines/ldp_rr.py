@@ -56,7 +56,7 @@ class LdpRR(_LocalBaseline):
         return Estimate(np.array([c]), math.sqrt(self.variance(n)), n, self.privacy(n), "count",
                         extra={"p": self.p})
 
-    def variance(self, n: int | None = None) -> float:
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
         """``n p q / (p - q)^2``, exact and data independent."""
         n = self.n if n is None else n
         return n * self.p * self.q / (self.p - self.q) ** 2

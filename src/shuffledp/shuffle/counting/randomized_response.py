@@ -152,8 +152,8 @@ class CntRR(Protocol):
         c = (float(s[0]) - n * self.flip / 2.0) / (1.0 - self.flip)
         return scalar_estimate(c, self.variance(n), n, self.privacy(n), "count", lam=self.lam, flip=self.flip)
 
-    def variance(self, n: int | None = None) -> float:
-        """Exact, data independent: ``n (flip/2)(1 - flip/2) / (1 - flip)^2`` (= (lambda/2)(1 -
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """Exact, data independent (``value`` is ignored): ``n (flip/2)(1 - flip/2) / (1 - flip)^2`` (= (lambda/2)(1 -
         lambda/2n)/(1 - lambda/n)^2 at the calibrated n)."""
         n = self.n if n is None else n
         f = self.flip

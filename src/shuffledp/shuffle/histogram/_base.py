@@ -52,8 +52,8 @@ class HistogramProtocol(Protocol):
     """Common input handling of the histogram protocols (values: ints in [0, d)).
 
     ``summarize(values)`` is the vector of true counts; ``estimate`` returns counts;
-    ``variance(n, count)`` is the variance (or stated squared error) of one item's estimated
-    count when its true count is ``count``.
+    ``variance(n, value)`` is the variance (or stated squared error) of one item's estimated
+    count when its true count is ``value``.
     """
 
     input_kind = "categorical"

@@ -116,8 +116,9 @@ class HistKR(_PureOracleMixin, HistogramProtocol):
         kept = rng.binomial(c, self.p_star - self.q_star)
         return kept + rng.multinomial(int(c.sum() - kept.sum()), np.full(self.d, 1.0 / self.d))
 
-    def variance(self, n: int | None = None, count: float = 0.0) -> float:
-        return float(self._var_counts(self._n_of(n), count))
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """Exact variance of one item's estimated count when ``value`` users hold it."""
+        return float(self._var_counts(self._n_of(n), value))
 
     def _privacy(self, n: int) -> PrivacyStatement:
         try:

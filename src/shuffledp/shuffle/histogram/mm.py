@@ -76,8 +76,8 @@ class HistMM(HistogramProtocol):
         c = self.check_counts(data)
         return c + rng.binomial(int(c.sum()), self.p, size=self.d)
 
-    def variance(self, n: int | None = None, count: float = 0.0) -> float:
-        """``n p (1-p)``: the exact variance for counts above the truncation (``count`` unused)."""
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """``n p (1-p)``: the exact variance for counts above the truncation (``value`` unused)."""
         return self._n_of(n) * self.p * self.one_minus_p
 
     def _privacy(self, n: int) -> PrivacyStatement:

@@ -204,8 +204,9 @@ class MURS(_PureOracleMixin, HistogramProtocol):
             out = out + self.oracle.aggregate(self._fake_batch(self.fake_total, rng))
         return out
 
-    def variance(self, n: int | None = None, count: float = 0.0) -> float:
-        return float(self._var_counts(self._n_of(n), count))
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """Exact variance of one item's estimated count when ``value`` users hold it."""
+        return float(self._var_counts(self._n_of(n), value))
 
     # --- privacy ------------------------------------------------------------------------
     def blanket(self, n: int | None = None) -> float:

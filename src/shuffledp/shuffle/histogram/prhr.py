@@ -197,8 +197,9 @@ class PRHR(HistogramProtocol):
         c = np.clip(np.asarray(c, dtype=np.float64), 0.0, n)
         return ((self.rho + 1) * n - c) * self.r * (1 - self.r) / (1 - self.r) ** 2
 
-    def variance(self, n: int | None = None, count: float = 0.0) -> float:
-        return float(self._var_counts(self._n_of(n), count))
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """Exact variance of one item's estimated count when ``value`` users hold it."""
+        return float(self._var_counts(self._n_of(n), value))
 
     def simulate_statistic(self, data: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Exact joint sample of the count vector, independent of n.

@@ -151,8 +151,8 @@ class PUCM(HistogramProtocol):
             return math.inf
         return math.sqrt(xi2 * self.gamma * n)
 
-    def variance(self, n: int | None = None, count: float = 0.0) -> float:
-        """The stated error bound squared (Lemma 4.8 at failure probability beta)."""
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """The stated error bound squared (Lemma 4.8 at failure probability beta), for any ``value``."""
         return self.error_bound(n) ** 2
 
     def _privacy(self, n: int) -> PrivacyStatement:

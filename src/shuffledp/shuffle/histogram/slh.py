@@ -112,8 +112,9 @@ class SLH(_PureOracleMixin, HistogramProtocol):
         """Exact (chunked client + aggregation of the hash reports; O(n), no closed form known)."""
         return self.oracle.simulate_statistic(self.check_counts(data), rng)
 
-    def variance(self, n: int | None = None, count: float = 0.0) -> float:
-        return float(self._var_counts(self._n_of(n), count))
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """Exact variance of one item's estimated count when ``value`` users hold it."""
+        return float(self._var_counts(self._n_of(n), value))
 
     def _privacy(self, n: int) -> PrivacyStatement:
         try:

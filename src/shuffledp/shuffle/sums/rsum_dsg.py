@@ -101,15 +101,18 @@ class RSumDSG(_SumProtocol):
         R = n * self.shape
         return 2.0 * R * self.alpha / (1.0 - self.alpha) ** 2
 
-    def variance(self, n: int | None = None, values: Any = None) -> float:
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """All users honest; worst case over inputs in [0, 1]^n of the sum estimate's variance; ``value`` (the true
+        sum) is ignored (the exact variance depends on every user's value, not only on the sum:
+        :meth:`sum_variance`)."""
         n = self.n if n is None else n
-        p = self.precision
-        if values is None:
-            rounding = n / 4.0
-        else:
-            _, r = rounding_parts(check_unit_values(values), p)
-            rounding = float(np.sum(r * (1 - r)))
-        return (rounding + self.noise_variance(n)) / p**2
+        return (n / 4.0 + self.noise_variance(n)) / self.precision**2
+
+    def sum_variance(self, values: Any) -> float:
+        """Exact variance of the sum estimate for these inputs (n = their number), all users honest."""
+        x = check_unit_values(values)
+        _, r = rounding_parts(x, self.precision)
+        return (float(np.sum(r * (1 - r))) + self.noise_variance(x.shape[0])) / self.precision**2
 
     def simulate_statistic(self, data: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         x = check_unit_values(data)

@@ -117,11 +117,16 @@ class RSumKR(_SumProtocol):
         val = (float(s[0]) / self.k - self.gamma * n / 2.0) / (1.0 - self.gamma)
         return self._estimate(val, n, precision=self.k, gamma=self.gamma)
 
-    def variance(self, n: int | None = None, values: Any = None) -> float:
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """Worst case over inputs in [0, 1]^n of the sum estimate's variance; ``value`` (the true
+        sum) is ignored (the exact variance depends on every user's value, not only on the sum:
+        :meth:`sum_variance`)."""
         n = self.n if n is None else n
+        return n * self._worst_user_variance(self.k, self.gamma) / (self.k * (1.0 - self.gamma)) ** 2
+
+    def sum_variance(self, values: Any) -> float:
+        """Exact variance of the sum estimate for these inputs (n = their number)."""
         den = (self.k * (1.0 - self.gamma)) ** 2
-        if values is None:
-            return n * self._worst_user_variance(self.k, self.gamma) / den
         x = check_unit_values(values)
         lo, r = rounding_parts(x, self.k)
         t = lo + r

@@ -167,17 +167,23 @@ class RSumRM(_SumProtocol):
             val += (float(s[j]) - g * n * (K - 1) / 2.0) / (1.0 - g) / self.q[j]
         return self._estimate(val, n, precisions=self.p, gammas=self.gammas)
 
-    def variance(self, n: int | None = None, values: Any = None) -> float:
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """Worst case over inputs in [0, 1]^n of the sum estimate's variance; ``value`` (the true
+        sum) is ignored (the exact variance depends on every user's value, not only on the sum:
+        :meth:`sum_variance`)."""
         n = self.n if n is None else n
         total = 0.0
-        if values is None:
-            for j in range(self.m):
-                g, K = self.gammas[j], self.K[j]
-                per = g * (K * K - 1) / 12.0 + g * (1 - g) * (K - 1) ** 2 / 4.0
-                if j == self.m - 1:
-                    per += (1 - g) / 4.0  # rounding of the last digit
-                total += n * per / (self.q[j] * (1 - g)) ** 2
-            return total
+        for j in range(self.m):
+            g, K = self.gammas[j], self.K[j]
+            per = g * (K * K - 1) / 12.0 + g * (1 - g) * (K - 1) ** 2 / 4.0
+            if j == self.m - 1:
+                per += (1 - g) / 4.0  # rounding of the last digit
+            total += n * per / (self.q[j] * (1 - g)) ** 2
+        return total
+
+    def sum_variance(self, values: Any) -> float:
+        """Exact variance of the sum estimate for these inputs (n = their number)."""
+        total = 0.0
         x = check_unit_values(values)
         det, lo, r = self._digit_parts(x)
         for j in range(self.m):

@@ -164,14 +164,22 @@ class RSumRR(_SumProtocol):
         val = (float(s[0]) - self.flip * n * self.r / 2.0) / ((1.0 - self.flip) * self.r)
         return self._estimate(val, n, precision=self.r, flip=self.flip)
 
-    def variance(self, n: int | None = None, values: Any = None) -> float:
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """Worst case over inputs in [0, 1]^n of the sum estimate's variance; ``value`` (the true
+        sum) is ignored (the exact variance depends on every user's value, not only on the sum:
+        :meth:`sum_variance`)."""
         n = self.n if n is None else n
+        return self._rr_variance(n) + n / (4.0 * self.r * self.r)
+
+    def _rr_variance(self, n: int) -> float:
         f, r = self.flip, self.r
-        rr = n * r * (f / 2.0) * (1.0 - f / 2.0) / ((1.0 - f) * r) ** 2
-        if values is None:
-            return rr + n / (4.0 * r * r)
-        _, frac = rounding_parts(check_unit_values(values), r)
-        return rr + float(np.sum(frac * (1.0 - frac))) / r**2
+        return n * r * (f / 2.0) * (1.0 - f / 2.0) / ((1.0 - f) * r) ** 2
+
+    def sum_variance(self, values: Any) -> float:
+        """Exact variance of the sum estimate for these inputs (n = their number)."""
+        x = check_unit_values(values)
+        _, frac = rounding_parts(x, self.r)
+        return self._rr_variance(x.shape[0]) + float(np.sum(frac * (1.0 - frac))) / self.r**2
 
     def simulate_statistic(self, data: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         x = check_unit_values(data)
