@@ -101,7 +101,8 @@ class CntSGM(Protocol):
                                messages=self.n_messages)
 
     def variance(self, n: int | None = None, value: float = 0.0) -> float:
-        """All users honest, whatever the true count ``value``: the noise is NB(R) - NB(R), R = n / (gamma * self.n): 2 R alpha/(1-alpha)^2."""
+        """All users honest, whatever the true count ``value``: the noise is NB(R) - NB(R),
+        R = n / (gamma * self.n): 2 R alpha/(1-alpha)^2."""
         n = self.n if n is None else n
         R = n * self.shape
         return R * discrete_laplace_variance(1.0 / self.epsilon)

@@ -91,8 +91,8 @@ class Cnt2M(Protocol):
                                truncated=bool(self.truncate and k <= n))
 
     def variance(self, n: int | None = None, value: float = 0.0) -> float:
-        """``n p (1 - p)`` whatever the true count ``value``: exact for the untruncated estimator (truncation only moves estimates
-        with |y| <= n to 0, which happens w.p. ≈ 0 once c >> n (1 - p))."""
+        """``n p (1 - p)`` whatever the true count ``value``: exact for the untruncated estimator
+        (truncation only moves estimates with |y| <= n to 0, which happens w.p. ≈ 0 once c >> n (1 - p))."""
         n = self.n if n is None else n
         return n * self.p * (1.0 - self.p)
 

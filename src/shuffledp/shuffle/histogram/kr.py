@@ -28,16 +28,18 @@ class HistKR(_PureOracleMixin, HistogramProtocol):
     Each user sends one GRR report ``y`` over [d] at ``eps_l`` (``y = x`` w.p. ``p``, else a
     uniform other value); the shuffler permutes; the analyzer debiases the histogram.
 
-    Parameters from the central target (``bound="closed_form"``, the survey's Thm 4 = BBGN19
+    Parameters from the central target. ``bound="closed_form"`` (the survey's Thm 4 = BBGN19
     Thm 3.1, needs ``epsilon <= 1``)::
 
         gamma = max(14 d ln(2/delta) / ((n-1) eps^2), 27 d / ((n-1) eps)) < 1
         eps_l = ln(1 + d (1 - gamma) / gamma)
 
     ``bound="hoeffding"`` / ``"bennett"`` use the numeric blanket bounds of BBGN19 §5 (any eps),
-    via :func:`shuffledp.accounting.local_epsilon_for`. ``bound="best"`` takes whichever of the three
-    (all proven) allows the largest eps_l, i.e. the smallest error for the same guarantee; ``self.bound``
-    then names the one used (at the survey's Fig 7(b) setting it is Hoeffding/Bennett, RMSE ~1.8x lower).
+    via :func:`shuffledp.accounting.local_epsilon_for`. ``bound="best"`` (default) takes whichever of
+    the three (all proven) allows the largest eps_l, i.e. the smallest error for the same guarantee,
+    so it works wherever one of them does; ``bound_used`` (and ``self.bound``) then names the one
+    used. At eps in [0.1, 2], n in [1e3, 1e6], d = 100 it is Bennett, with 1.7x to 35x less
+    variance than the closed form where that applies.
 
     Privacy: each report is eps_l-LDP (exact GRR ratio); the shuffled histogram is
     (epsilon, delta)-DP (replace-one); ``privacy(n)`` is
@@ -50,7 +52,7 @@ class HistKR(_PureOracleMixin, HistogramProtocol):
 
     name = "hist_kr"
 
-    def __init__(self, epsilon: float, delta: float, n: int, d: int, bound: str = "closed_form") -> None:
+    def __init__(self, epsilon: float, delta: float, n: int, d: int, bound: str = "best") -> None:
         super().__init__(epsilon, delta, n, d)
         if bound not in ("closed_form", "hoeffding", "bennett", "best"):
             raise ValidationError(f"bound must be 'closed_form', 'hoeffding', 'bennett' or 'best', got {bound!r}",
@@ -70,7 +72,7 @@ class HistKR(_PureOracleMixin, HistogramProtocol):
         else:
             eps_l = self._calibrate(bound)
         #: the bound used ("best" resolves to the one giving the largest eps_l)
-        self.bound = bound
+        self.bound = self.bound_used = bound
         self.eps_l = eps_l
         self.grr = GeneralizedRandomizedResponse(eps_l, d)
         self.p_star, self.q_star = self.grr.p, self.grr.q

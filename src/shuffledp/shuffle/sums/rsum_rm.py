@@ -65,8 +65,10 @@ class RSumRM(_SumProtocol):
     (at least 2), ``p_j = min(ceil(a^{3^j}), floor(p_max))`` with
     ``a = ((3^m - 1) n eps^2 / m^3)^{3^{-m-1}}``, ``p_max = (n-1) eps_j / max(14 ln(2m/delta)/eps_j, 27)``;
     with the closed-form bound the last level (p_m + 1 values) is capped at p_max - 1 (spec pitfall 1).
-    ``bound="best"`` picks, per level, the smaller blanket of the closed form and Bennett
-    (``level_bounds``); the last level is then not capped.
+    ``bound="best"`` (default: the tightest valid calibration) picks, per level, the smaller blanket
+    of the closed form and Bennett (``level_bounds``; ``bound_used`` joins them); the last level is
+    then not capped. At eps in [0.1, 2], n in [1e3, 1e6] it is 4x to 900x less variance than the
+    closed form, and works at points where the closed form refuses.
     Cost: m messages of (label, log2 K_j bits); O(n m) encode/aggregate; simulation O(n) + O(sum K_j).
     """
 
@@ -74,7 +76,7 @@ class RSumRM(_SumProtocol):
 
     def __init__(self, epsilon: float, delta: float, n: int, *, messages: int | None = None,
                  precisions: list[int] | tuple[int, ...] | None = None,
-                 bound: Literal["closed_form", "bennett", "best"] = "closed_form") -> None:
+                 bound: Literal["closed_form", "bennett", "best"] = "best") -> None:
         super().__init__(epsilon, delta, n)
         _need_delta(self.delta, self.name)
         self.bound = _check_bound(bound)
@@ -98,6 +100,8 @@ class RSumRM(_SumProtocol):
         self.gammas = [sampled_blanket(g) for g, _ in picked]  # the blanket probabilities sampled exactly
         #: the blanket bound used per level ("best" picks per level)
         self.level_bounds = [b for _, b in picked]
+        #: the bound used: one name, or the per-level names joined by "/" when they differ
+        self.bound_used = "/".join(dict.fromkeys(self.level_bounds))
         self.randomizer = _RecursiveRandomizer(self)
 
     def _analytic_precisions(self) -> list[int]:

@@ -70,8 +70,13 @@ class RSumRR(_SumProtocol):
     at most r virtual users, so group privacy (:func:`shuffledp.accounting.group_privacy`) gives
     (r eps_b, r e^{(r-1) eps_b} delta_b) <= (eps, delta). The per-bit bound (``accounting``):
 
-    - ``"cheu_cor47"`` (default): Cheu et al.'s own Corollary 4.7 (read in the paper), lambda
-      inverted numerically over the N virtual users;
+    - ``"best"`` (default): of the four below, those that reach the target, the one with the
+      smallest variance: the tightest valid calibration, so it works wherever one of them does
+      (``bound_used`` names it; at eps in [0.1, 2], n in [1e3, 1e6] it is ``"clones"``, with 8x to
+      10x less variance than Cor. 4.7; it builds all four, and the clone bound's numeric
+      inversion dominates that cost);
+    - ``"cheu_cor47"``: Cheu et al.'s own Corollary 4.7, lambda inverted numerically over the N
+      virtual users;
     - ``"cheu2019"``: the accounting module's survey Thm 3 form sqrt(32 ln(4/delta)/(flip N))
       (the spec's calibration; more noise at large r; see the doc for why it is not Cor. 4.7);
     - ``"clones"``: the accounting module's numeric clone bound for binary RR (least noise);
@@ -86,15 +91,22 @@ class RSumRR(_SumProtocol):
     """
 
     name = "rsum_rr"
+    ACCOUNTINGS = ("cheu_cor47", "cheu2019", "clones", "cheu_thm54")
 
     def __init__(self, epsilon: float, delta: float, n: int, *, precision: int | None = None,
-                 accounting: Literal["cheu_cor47", "cheu2019", "clones", "cheu_thm54"] = "cheu_cor47") -> None:
+                 accounting: Literal["best", "cheu_cor47", "cheu2019", "clones", "cheu_thm54"] = "best",
+                 ) -> None:
         super().__init__(epsilon, delta, n)
         _need_delta(self.delta, self.name)
-        if accounting not in ("cheu_cor47", "cheu2019", "clones", "cheu_thm54"):
-            raise ValidationError("accounting must be 'cheu_cor47', 'cheu2019', 'clones' or 'cheu_thm54', "
+        if accounting not in ("best", *self.ACCOUNTINGS):
+            raise ValidationError("accounting must be 'best', 'cheu_cor47', 'cheu2019', 'clones' or 'cheu_thm54', "
                                   f"got {accounting!r}", parameter="accounting")
+        if accounting == "best":
+            self._init_best(precision)
+            return
         self.accounting = accounting
+        #: the per-bit bound used ("best" resolves to the one with the smallest variance)
+        self.bound_used = accounting
         self.r = (max(1, math.ceil(self.epsilon * math.sqrt(self.n))) if precision is None
                   else check_positive_int(precision, "precision"))
         if accounting == "cheu_thm54":
@@ -127,6 +139,20 @@ class RSumRR(_SumProtocol):
                                    "smaller precision or accounting='clones'", parameter="epsilon") from exc
         self.flip = 2.0 / (math.exp(e0) + 1.0)
         self._use_flip(self.flip)
+
+    def _init_best(self, precision: int | None) -> None:
+        """Take the state of the calibration with the smallest variance among those that reach the target."""
+        cands, why = [], []
+        for a in self.ACCOUNTINGS:
+            try:
+                cands.append(RSumRR(self.epsilon, self.delta, self.n, precision=precision, accounting=a))
+            except OutOfDomainError as e:
+                why.append(f"{a}: {e}")
+        if not cands:
+            raise OutOfDomainError(f"rsum_rr: no per-bit bound reaches epsilon={self.epsilon!r}, delta={self.delta!r} "
+                                   f"at n={self.n} ({'; '.join(why)})", parameter="epsilon")
+        best = min(cands, key=lambda c: c.variance())
+        self.__dict__.update(best.__dict__)
 
     def _init_thm54(self) -> None:
         from ..counting import CntRR
