@@ -1,14 +1,14 @@
-"""Reproduction: the survey's amplification Tables 1–4 and seed 001's composition figure.
+"""Reproduction: the survey's amplification Tables 1–4 and a reference composition figure.
 
-- Tables (delta = 1e-9, n in {1e4, 1e5, 1e6, 1e7}; grids from spec shuffle-amplification-sum-other.md
-  §1 because the survey's own grids were stripped): Thm 1 (EFMRTT19) forward and converse, Thm 1 next
+- Tables (delta = 1e-9, n in {1e4, 1e5, 1e6, 1e7}; grids chosen here
+  because the survey's own grids were stripped): Thm 1 (EFMRTT19) forward and converse, Thm 1 next
   to the modern numeric clone bounds, Thm 2 via the BBGN19 Hoeffding/Bennett blanket bounds
   (converse), Thm 3 (Cheu et al.) converse and forward, both the exact and the eq. (7) form,
   Thm 4 (BBGN19 Thm 3.1) converse for k = 2, 10, 100 and forward for k = 2. "None" = outside the
   theorem's validity domain (the method raised OutOfDomainError).
-- Figure (seed 001): epsilon after k Gaussian compositions (sigma = 200, L2 sensitivity 1,
-  delta = 1e-5): seed's "advanced composition" curve, the real Dwork–Rothblum–Vadhan theorem with
-  the delta split, zCDP, RDP at fixed alpha = 60 and 20 (seed's curves), RDP on our grid with the
+- Reference figure: epsilon after k Gaussian compositions (sigma = 200, L2 sensitivity 1,
+  delta = 1e-5): the figure's "advanced composition" curve, the real Dwork–Rothblum–Vadhan theorem with
+  the delta split, zCDP, RDP at fixed alpha = 60 and 20 (the figure's curves), RDP on our grid with the
   improved conversion, and the exact Gaussian composition (Balle–Wang).
 """
 
@@ -66,7 +66,7 @@ def _survey_blanket_domain(eps_l: float | None, n: int, delta: float) -> float |
 
 
 def amplification_tables(ns: tuple[int, ...] = NS, delta: float = TABLE_DELTA) -> list[Table]:
-    """Compute Tables 1–4 (and the forward companions) on the spec's grids."""
+    """Compute Tables 1–4 (and the forward companions) on the grids above."""
     ns = tuple(int(n) for n in ns)
     out: list[Table] = []
     eps_small = [0.05, 0.1, 0.2, 0.3, 0.4, 0.49]
@@ -139,18 +139,18 @@ def composition_curves(ks: np.ndarray | None = None, sigma: float = FIGURE_SIGMA
 
 
 def seed_errors(sigma: float = FIGURE_SIGMA, delta: float = FIGURE_DELTA) -> list[str]:
-    """The two statements in seed 001 that the computation contradicts, with our numbers."""
+    """The two statements of the reference composition figure that the computation contradicts, with our numbers."""
     rho = 1.0 / (2.0 * sigma**2)
     L = math.log(1.0 / delta)
     touch = {a: L / (rho * (a - 1) ** 2) for a in (20, 60)}
     c = composition_curves(np.array([300, 500]), sigma, delta)
     return [
-        "Seed 001, 'advanced composition' curve: it plots 2*g*sqrt(2k ln(1/delta)) with g the per-query "
+        "Reference figure, 'advanced composition' curve: it plots 2*g*sqrt(2k ln(1/delta)) with g the per-query "
         "classic Gaussian epsilon. That is not the Dwork–Rothblum–Vadhan theorem "
         "(sqrt(2k ln(1/delta'))*e0 + k*e0*(e^e0-1), total delta k*delta_i + delta') and it ignores the "
         f"delta blow-up. At k=500: seed curve {c['seed_advanced'][1]:.5f}, DRV with the delta split "
         f"(delta_i=delta/2k, delta'=delta/2) {c['drv_advanced'][1]:.5f}.",
-        "Seed 001, 'the RDP (alpha = 20) and zCDP curves cross near k = 300': a fixed-alpha RDP line "
+        "Reference figure, 'the RDP (alpha = 20) and zCDP curves cross near k = 300': a fixed-alpha RDP line "
         "never crosses the zCDP curve (zCDP's conversion is its minimum over alpha); it touches it at the "
         f"k where alpha is optimal, k = ln(1/delta)/(rho (alpha-1)^2): k = {touch[60]:.1f} for alpha = 60 "
         f"and k = {touch[20]:.0f} for alpha = 20. At k = 300: RDP alpha=20 {c['rdp_alpha20'][0]:.5f} vs "
@@ -200,7 +200,7 @@ def write_figure(curves: dict[str, np.ndarray], outdir: Path) -> list[Path]:
         for i, k in enumerate(curves["k"].tolist()):
             w.writerow([k] + [f"{curves[nm][i]:.10g}" for nm in names])
     labels = {
-        "seed_advanced": "seed 001 'advanced composition' (not DRV)",
+        "seed_advanced": "reference figure's 'advanced composition' (not DRV)",
         "drv_advanced": "advanced composition (DRV, delta split)",
         "zcdp": "zCDP (rho + 2 sqrt(rho ln 1/delta))",
         "rdp_alpha60": "RDP, fixed alpha = 60 (seed)",
@@ -215,7 +215,7 @@ def write_figure(curves: dict[str, np.ndarray], outdir: Path) -> list[Path]:
     ax.set_xlabel("number of Gaussian compositions k (sigma = 200, sensitivity 1)")
     ax.set_ylabel("epsilon at delta = 1e-5")
     ax.set_ylim(0, 3.0)
-    ax.set_title("Seed 001 figure, recomputed")
+    ax.set_title("Reference composition figure, recomputed")
     ax.legend(fontsize=8)
     fig.tight_layout()
     png = outdir / "composition_sigma200.png"

@@ -32,7 +32,7 @@ def write_report(res: dict, outdir: Path, fmt: Any) -> Path:
             h.append(f"<tr><td>{r:g}</td>" + "".join(
                 f"<td>{html.escape(' / '.join(fmt(v) for v in t.cells[(r, n)]))}</td>" for n in t.cols) + "</tr>")
         h.append("</table>")
-    h.append("<h2>Seed 001 figure: eps after k Gaussian compositions (sigma = 200, delta = 1e-5)</h2>"
+    h.append("<h2>Reference composition figure: eps after k Gaussian compositions (sigma = 200, delta = 1e-5)</h2>"
              "<img src='composition_sigma200.png' style='max-width:100%'>"
              "<p>Data: <a href='composition_sigma200.csv'>composition_sigma200.csv</a></p>"
              "<h2>Where the seeds' own statements are wrong</h2><ul>")
@@ -54,7 +54,7 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
                                                             "results/amplification for --full, "
                                                             "results/amplification-quick for --quick"),
     ) -> None:
-        """Recompute the survey's amplification Tables 1-4 (delta = 1e-9) and seed 001's composition figure."""
+        """Recompute the survey's amplification Tables 1-4 (delta = 1e-9) and the reference composition figure."""
         from .amplification import NS, _fmt, run
 
         out = experiment_outdir("amplification-tables", "amplification", quick, full, out)
@@ -72,7 +72,7 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
                 rt.add_row(f"{r:g}", *[" / ".join(_fmt(v) for v in t.cells[(r, n)]) for n in t.cols])
             console.print(rt)
         c = res["curves"]
-        ft = RichTable(title="Seed 001 figure: eps after k Gaussian compositions (sigma=200, delta=1e-5)")
+        ft = RichTable(title="Reference composition figure: eps after k Gaussian compositions (sigma=200, delta=1e-5)")
         names = [k for k in c if k != "k"]
         ft.add_column("k", justify="right")
         for nm in names:

@@ -1,4 +1,4 @@
-"""Reproduction of seed 004's (HISKV) experiments: MSE of key frequencies and means vs eps, and
+"""Reproduction of the HISKV paper's experiments: MSE of key frequencies and means vs eps, and
 relative error of the top-N keys, for HISKV, PCKV-GRR, PCKV-UE, PrivKV, KVOH, KVUE, LDPKV-approx and the
 RAPPOR+Harmony baseline (RAPPOR/unary encoding for the sampled key, Harmony for its value).
 
@@ -56,7 +56,7 @@ class KeyValueExperimentConfig:
     epsilons: list[float] = field(default_factory=lambda: list(EPSILONS))
     beta: float = 0.1
     hiskv_c: float = 1.0
-    #: OETL length domain {1..L}: the seed uses L = d, which is hopeless at these sizes (ell ≈ d);
+    #: OETL length domain {1..L}: the HISKV paper uses L = d, which is hopeless at these sizes (ell ≈ d);
     #: a public bound of 64 is our [R] choice (sets longer than 64 report 64)
     oetl_max_length: int = 64
     re_epsilon: float = 1.6
@@ -337,7 +337,8 @@ def _claims(rows: list[dict], cfg: KeyValueExperimentConfig) -> dict[str, list[s
 
 
 def _baselines_note() -> str:
-    return ("RAPPOR+Harmony is our reconstruction of seed 004's RAPPOR and Harmony baselines (the seed does not "
+    return ("RAPPOR+Harmony is our reconstruction of the HISKV paper's RAPPOR and Harmony baselines "
+            "(the paper does not "
             "say how they were combined): padding-and-sampling to PCKV's ell, basic one-time RAPPOR "
             "(symmetric unary encoding over the d keys) on the sampled key at eps/2 and Harmony on its value "
             "at eps/2; frequencies from the debiased bit counts, means from the sign sums over reports with the "
@@ -345,8 +346,9 @@ def _baselines_note() -> str:
 
 
 def _report(rows, cfg, infos, claims, files, elapsed) -> Path:
-    h = ["<html><head><meta charset='utf-8'><title>Key-value LDP: reproduction of seed 004</title></head><body>",
-         "<h1>Key-value LDP — reproduction of seed 004 (HISKV) experiments</h1>",
+    h = ["<html><head><meta charset='utf-8'><title>Key-value LDP: reproduction of the HISKV experiments</title>"
+         "</head><body>",
+         "<h1>Key-value LDP — reproduction of the HISKV paper's experiments</h1>",
          f"<p>{cfg.runs} runs per point; eps ∈ {cfg.epsilons}; beta = {cfg.beta}; HISKV c = {cfg.hiskv_c}; "
          f"HISKV (best c for freq.): c = HISKV.best_c(eps, d, OETL's ell, (1 - beta) n, {BESTC_DESIGN}) "
          "(public parameters only; best_c's default equal weights give c = 1, i.e. the HISKV series); "
@@ -356,7 +358,7 @@ def _report(rows, cfg, infos, claims, files, elapsed) -> Path:
          "<p><b>Caveats.</b> TalkingData and JData are <i>stand-ins</i> generated with the published counts "
          "(users, keys, mean pairs), not the real data; GAUSS/LNR recipes are reconstructed. LDPKV is "
          "LDPKV-approx (KVUE-equivalent; no public source). HISKV uses our eps-LDP cell family "
-         "(p1 = e^eps t, q1 = c t, q2 = t), because the seed's literal probabilities are not eps-LDP "
+         "(p1 = e^eps t, q1 = c t, q2 = t), because the paper's literal probabilities are not eps-LDP "
          "(docs/keyvalue.md); HISKV-amp is our extension (same family at eps' = ln(ell(e^eps - 1) + 1), "
          "eps-LDP thanks to padding-and-sampling; at c = 1 it equals PCKV-GRR's cell probabilities, so it "
          "differs from PCKV-GRR only by OETL's ell and the beta users spent on it). OETL uses the length "

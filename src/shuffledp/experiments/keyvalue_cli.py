@@ -22,7 +22,7 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
                                                             "for --quick"),
         seed: int = typer.Option(2026, help="simulation seed"),
     ) -> None:
-        """Reproduce seed 004 (HISKV): MSE of frequencies/means vs eps and top-N relative error."""
+        """Reproduce the HISKV paper's experiments: MSE of frequencies/means vs eps and top-N relative error."""
         from rich.console import Console
 
         from .keyvalue import KeyValueExperimentConfig, run_keyvalue_experiment

@@ -1,4 +1,4 @@
-"""Reproduction of the ESA survey's experiments (seed 000, §5, Figs. 7-15).
+"""Reproduction of the ESA survey's experiments (§5, Figs. 7-15).
 
 For every figure the survey plots three things per method: the RMSE of the estimated total
 (a count, the per-value counts of a histogram, or a sum), the analyzer's compute time and the
@@ -600,7 +600,7 @@ def write_report(cfg: SurveyConfig, all_rows: dict[str, list[dict]], verdicts: l
          "<style>body{font-family:sans-serif;max-width:1400px;margin:auto}table{border-collapse:collapse}"
          "td,th{border:1px solid #aaa;padding:3px 6px;font-size:13px;vertical-align:top}"
          ".fig{display:flex;gap:16px;align-items:flex-start}.fig img{max-width:880px}</style></head><body>",
-         "<h1>Reproduction of the ESA survey's experiments (seed 000, §5, Figs. 7-15)</h1>",
+         "<h1>Reproduction of the ESA survey's experiments (§5, Figs. 7-15)</h1>",
          f"<p>Mode <b>{esc(cfg.mode)}</b>, delta = {cfg.delta:g}, seed {cfg.seed}, RMSE repetitions up to "
          f"{cfg.reps} (exact statistic simulation), analyzer timed on real batches of at most "
          f"{cfg.timing_max_messages:,} messages and extrapolated to n with a fixed + per-message fit. "

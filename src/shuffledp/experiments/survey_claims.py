@@ -1,4 +1,4 @@
-"""The ESA survey's qualitative claims about its Figs. 7-15 (seed 000, §5) and their evaluation.
+"""The ESA survey's qualitative claims about its Figs. 7-15 (§5) and their evaluation.
 
 Each claim is a function of the measured rows (one figure's table) that returns a
 :class:`Verdict`: a list of named checks, each true or false on our numbers, and the verdict

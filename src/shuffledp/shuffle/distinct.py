@@ -23,8 +23,9 @@ __all__ = ["Distinct", "PROTOCOLS"]
 
 
 class Distinct(OneHotCounters):
-    """``distinct`` — **project-original** distinct-elements counter (not BCJM's protocol, which
-    the spec could not reconstruct; spec §5.1).
+    """``distinct`` — **project-original** distinct-elements counter (not the protocol of Balcer,
+    Cheu, Joseph, Mao, "Connecting Robust Shuffle Privacy and Pan-Privacy", SODA 2021, which is
+    not reconstructable from its abstract).
 
     From the per-coordinate robust counts ``c_hat_j`` (see :class:`OneHotCounters`): with
     ``N = #{j : c_hat_j >= theta}`` and the noise's false-positive rate ``f0 = P(eta >= theta)``,

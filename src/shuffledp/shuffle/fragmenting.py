@@ -59,8 +59,9 @@ class Fragmenting(_Multi):
 
     Privacy: ``(eps, delta)``-DP central by basic composition of the k attributes' guarantees
     (replace-one on the whole vector); each user's joint report is (sum of eps_l,a)-LDP when the
-    inner protocol has a local randomizer. Source: Erlingsson et al. (ESA/Prochlo, SOSP 2017) as
-    summarised by the survey (seed 000 §4.2); the per-attribute protocols are those of
+    inner protocol has a local randomizer. Source: Erlingsson, Feldman, Mironov, Raghunathan,
+    Song, Talwar, Thakurta, "Encode, Shuffle, Analyze Privacy Revisited", arXiv 2001.03618, 2020
+    (attribute fragmenting), as summarised by the ESA survey §4.2; the per-attribute protocols are those of
     :mod:`shuffledp.shuffle.histogram`.
     Error: the inner protocol's at (eps/k, delta/k): for Hist_KR, Var ~ 14 ln(2k/delta) k^2/eps^2 per
     empty cell.

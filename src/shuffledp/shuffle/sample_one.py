@@ -52,7 +52,7 @@ class SampleOneRandomizer:
 class SampleOne(_Multi):
     """Sample one attribute: each user reports ``(J, GRR_{d_J}(x_J))`` with J uniform in [k].
 
-    Parameters from the central target (BBGN19 Thm 3.1 blanket per cell, spec §2; eps <= 1)::
+    Parameters from the central target (BBGN19 Thm 3.1 blanket per cell; eps <= 1)::
 
         gamma_a = k d_a max(14 ln(2/delta)/eps^2, 27/eps) / (n-1) < 1
         eps_a   = ln(1 + d_a (1 - gamma_a) / gamma_a)          (GRR on attribute a)
@@ -67,8 +67,8 @@ class SampleOne(_Multi):
     3.1) or eps_l, the statement is the local guarantee ``(max_a eps_a, 0)``.
 
     Privacy: each report is (max_a eps_a)-LDP; the shuffled reports are (eps, delta)-DP
-    (replace-one on the whole vector). Source: survey seed 000 §4.2 (sampling beats budget
-    splitting in LDP, its refs [65-66]); amplification [D] from BBGN19.
+    (replace-one on the whole vector). Source: the ESA survey §4.2 (sampling beats budget
+    splitting in LDP, its refs [65-66]); amplification derived here from BBGN19 Thm 3.1.
     Cost: 1 message of ceil(log2 k) + ceil(log2 max d_a) bits.
     """
 

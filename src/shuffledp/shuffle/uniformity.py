@@ -49,8 +49,8 @@ class UniformityTester(OneHotCounters):
     is the midpoint ``tau = 2 alpha^2/d`` (``alpha`` = the distance parameter). The exact null
     variance (:meth:`null_variance`) uses the noise's central moments; by Chebyshev the type-I
     error is at most ``Var_0(T)/tau^2`` (:meth:`type1_bound`).
-    The spec's own form ``sum_j [(c_hat_j - n/d)^2 - c_hat_j] - d s^2`` is the Poissonized
-    version (its mean is -n/d, not 0, under fixed-n sampling); we use the fixed-n unbiased form.
+    The form ``sum_j [(c_hat_j - n/d)^2 - c_hat_j] - d s^2`` is the Poissonized statistic (its
+    mean is -n/d, not 0, under fixed-n sampling); we use the fixed-n unbiased form.
     """
 
     default_counter = "bn"

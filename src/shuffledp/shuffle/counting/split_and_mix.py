@@ -37,10 +37,10 @@ class CntSGM(Protocol):
     ``Z = NB(h/(gamma n)) - NB(h/(gamma n))`` from h honest users.
 
     Privacy: if h >= gamma n users are honest, Z is symmetric log-concave with
-    P(Z = z)/P(Z = z + 1) <= e^eps, so the sum is eps-DP (spec §1.6, [D]); split-and-mix with
+    P(Z = z)/P(Z = z + 1) <= e^eps, so the sum is eps-DP (derived here, and tested); split-and-mix with
     security sigma adds (1 + e^eps) 2^-sigma to delta (survey Thm 9). Result:
     (eps, (1 + e^eps) 2^-sigma, gamma)-robust, **not pure**: sending the noise as unary messages
-    would leak (see the spec's warning), the sum-only channel is what the reconstruction needs.
+    would leak the user's own value, the sum-only channel is what the reconstruction needs.
     sigma is chosen so that the extra delta is at most ``delta``.
     Variance (all honest): ``2 (1/gamma) alpha / (1 - alpha)^2``. No local DP.
     Split-and-mix is sized for, and its sigma evaluated among, the floor(gamma n) honest parties.

@@ -38,7 +38,8 @@ class Cnt2M(Protocol):
     Variance without truncation: ``n p (1 - p)`` (≈ 50 ln(2/delta)/eps^2).
     Cost: O(n) encode/aggregate; expected ``q + p`` messages of 1 bit per user (q = fraction of
     ones, ``ones_fraction``); O(1) exact simulation (|y| = c + Bin(n, p)).
-    Source: spec §1.2 **[P2]** (two transcriptions of the paper agree; PDF not read).
+    Source: Balcer & Cheu, "Separating Local & Shuffled Differential Privacy via Histograms",
+    ITC 2020, §3 (two independent transcriptions of the protocol agree).
     """
 
     name = "cnt_2m"

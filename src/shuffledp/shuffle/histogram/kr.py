@@ -45,7 +45,7 @@ class HistKR(_PureOracleMixin, HistogramProtocol):
     (epsilon, delta)-DP (replace-one); ``privacy(n)`` is
     ``shuffle_amplification(eps_l, n, delta, "blanket", bound=..., randomizer="krr", k=d)``.
     Source: Balle, Bell, Gascón, Nissim, "The Privacy Blanket of the Shuffle Model", CRYPTO 2019,
-    Alg. 1 + Thm 3.1 (estimator derived, spec §3.1).
+    Alg. 1 + Thm 3.1 (the debiasing estimator is derived here).
     Error: exact ``Var[c^_j] = [c p(1-p) + (n-c) q(1-q)] / (p-q)^2``.
     Cost: 1 message of ceil(log2 d) bits per user; O(n) encode and aggregate.
     """

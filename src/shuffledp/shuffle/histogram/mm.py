@@ -33,7 +33,7 @@ class HistMM(HistogramProtocol):
     makes zero counts exact and biases counts below about ``n (1-p)`` towards 0).
 
     Privacy: (epsilon, delta)-DP central (one user moves two coordinates: 2 x (eps/2, delta/2));
-    **no local DP** (a user's label is always sent). Source: Balcer & Cheu, ITC 2020, §3 [P2].
+    **no local DP** (a user's label is always sent). Source: Balcer & Cheu, ITC 2020, §3.
     Error (no truncation): ``Var = n p (1-p)`` exactly (``|y_j| = c_j + Bin(n, p)``), independent
     of d.
     """

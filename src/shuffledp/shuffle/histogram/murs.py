@@ -37,8 +37,8 @@ class MURS(_PureOracleMixin, HistogramProtocol):
     ``mode="parallel"``: each user sends her report to a uniformly random shuffler; each shuffler
     adds its fakes and forwards its own batch (``n_shufflers = r``).
 
-    Privacy (all shufflers honest; spec §3.4 [A]+[D], BBGN19 Thm 3.1 proof with independent
-    Bernoulli blanket sources): the expected blanket per value is
+    Privacy (all shufflers honest; the authors' code, and derived here from the BBGN19 Thm 3.1
+    proof with independent Bernoulli blanket sources): the expected blanket per value is
     ``c = (n-1)/m + n_fake/g_eff`` (chain) or ``(n-1)/(r m) + min_j fakes_j/g_eff`` (parallel),
     with ``m = e^eps_l + g_eff - 1`` and ``g_eff = d`` (GRR) or g (OLH);
     eps = ``max(sqrt(14 ln(2/delta)/c), 27/c)`` (eps <= 1). eps_l is solved from the target.

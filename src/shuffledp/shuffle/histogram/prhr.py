@@ -95,13 +95,13 @@ class PRHR(HistogramProtocol):
         x^_j = (count_j - (rho + 1) n 2^-tau) / (1 - 2^-tau)
 
     Parameters (Thm 4.3 with k = 1: tau = log n, rho = 36/eps^2 ln(e/(eps delta)) for eps, delta <= 1;
-    spec §3.5 [D] for n not a power of two): ``tau = floor(log2 n)``,
+    derived here for n not a power of two): ``tau = floor(log2 n)``,
     ``rho = ceil(rho_0 2^tau / n)`` so the blanket mean ``rho n 2^-tau >= rho_0``. ``tau``/``rho`` may be
     given explicitly; the constructor then checks that they reach the target.
 
     Privacy: (epsilon, delta)-DP central; **no local DP** (a tuple inside H_x is always sent).
     Source: Ghazi, Golowich, Kumar, Pagh, Velingker, "On the Power of Multiple Anonymous Messages",
-    EUROCRYPT 2021, §4.1 [P].
+    EUROCRYPT 2021, §4.1.
     Error: exact ``Var = ((rho+1) n - c_j) 2^-tau (1 - 2^-tau) / (1 - 2^-tau)^2`` (unbiased).
     Aggregation: bitmask per index of the rows whose parity is even, AND over the tuple
     (O(m tau ceil(d/64))). Simulation: an exact joint sampler of the count vector (the kernel of

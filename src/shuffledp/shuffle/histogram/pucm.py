@@ -36,7 +36,7 @@ class PUCM(HistogramProtocol):
     ``tau`` and ``s`` may be overridden (small simulations); gamma always comes from the target.
 
     Privacy: (epsilon, delta)-DP central; no local DP. Source: Ghazi, Golowich, Kumar, Pagh,
-    Velingker, EUROCRYPT 2021, §4.2 [P]. Biased (min over rows, clipping at 0).
+    Velingker, EUROCRYPT 2021, §4.2. Biased (min over rows, clipping at 0).
     Stated error (Lemma 4.8): ``|x^_j - c_j| <= xi sqrt(gamma n)`` w.p. >= 1 - beta with
     ``xi^2 = 3 (log2(2 s tau) - log2(beta - (n/s)^tau))``; :meth:`variance` returns that bound squared
     and :meth:`exact_error` the exact bias and MSE for given counts (the noise is Bin(n, gamma) per cell).

@@ -30,7 +30,7 @@ class SLH(_PureOracleMixin, HistogramProtocol):
     :class:`shuffledp.local.hashing.LocalHashing`), and sends ``(seed, GRR_g(H(x)))`` at eps_l.
     The analyzer debiases the support counts ``S_j = #{i : H_i(j) = y_i}``.
 
-    Amplification (spec §3.3 [D]: BBGN19 Thm 3.1 with k = g; a blanket report supports any fixed
+    Amplification (derived here from BBGN19 Thm 3.1 with k = g; a blanket report supports any fixed
     value with probability exactly 1/g): (eps, delta)-DP for eps <= 1 when
     ``m := e^eps_l + g - 1 = (n-1) / max(14 ln(2/delta)/eps^2, 27/eps)``.
 

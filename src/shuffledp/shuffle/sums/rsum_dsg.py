@@ -26,14 +26,16 @@ __all__ = ["RSumDSG", "PROTOCOLS"]
 
 
 class RSumDSG(_SumProtocol):
-    """RSum_DSG: distributed symmetric geometric noise + split-and-mix (spec §4.4; Balle et al.
-    2019 arXiv 1906.09116 / CCS 2020, Ghazi et al. 2020).
+    """RSum_DSG: distributed symmetric geometric noise + split-and-mix (Balle, Bell, Gascón,
+    Nissim, "Private Summation in the Multi-Message Shuffle Model", CCS 2020 / arXiv 1906.09116;
+    Ghazi, Manurangsi, Pagh, Velingker, 2020).
 
     Encoder: ``v = fe_p(x)`` + X - Y with X, Y i.i.d. Pólya(1/(gamma n), alpha = e^{-eps/p}); v is
     split into m additive shares mod q. Analyzer: s = sum of all shares mod q, mapped to
     [-q/2, q/2); ``S = s / p``.
     Privacy: with >= gamma n honest users the total noise is NB(>= 1) - NB(>= 1), eps/p-DP per unit
-    of the integer sum (log-concave, spec §1.6), and one user moves the sum by <= p: eps-DP;
+    of the integer sum (the difference of two NB laws is log-concave with ratio <= e^{eps/p}, derived
+    and tested here), and one user moves the sum by <= p: eps-DP;
     split-and-mix with security sigma adds (1 + e^eps) 2^-sigma (survey Thm 9), sigma chosen so
     that this is <= delta. Statement: (eps, (1 + e^eps) 2^-sigma[, gamma]).
     Error (all honest): ``Var = [sum_i r_i (1 - r_i) + 2 R alpha/(1 - alpha)^2] / p^2``, R = 1/gamma;

@@ -65,10 +65,10 @@ class RSumRR(_SumProtocol):
     binary RR with flip probability f (fair coin w.p. f). Analyzer:
     ``S = (sum of all bits - f n r / 2) / ((1 - f) r)`` (unbiased).
 
-    Privacy ([DERIVED], spec §4.1): the n r bits are shuffled binary RR of N = n r virtual users;
-    each bit-count is made (eps/r, delta_b)-DP with delta_b = delta / (r e^eps), and a user changes
-    at most r virtual users, so group privacy (:func:`shuffledp.accounting.group_privacy`) gives
-    (r eps_b, r e^{(r-1) eps_b} delta_b) <= (eps, delta). The per-bit bound (``accounting``):
+    Privacy (derived here; Cheu, Smith, Ullman, Zeber, Zhilyaev, EUROCRYPT 2019, §5): the n r bits
+    are shuffled binary RR of N = n r virtual users; each bit-count is made (eps/r, delta_b)-DP with
+    delta_b = delta / (r e^eps), and a user changes at most r virtual users, so group privacy
+    (:func:`shuffledp.accounting.group_privacy`) gives (r eps_b, r e^{(r-1) eps_b} delta_b) <= (eps, delta). The per-bit bound (``accounting``):
 
     - ``"best"`` (default): of the four below, those that reach the target, the one with the
       smallest variance: the tightest valid calibration, so it works wherever one of them does
@@ -78,7 +78,8 @@ class RSumRR(_SumProtocol):
     - ``"cheu_cor47"``: Cheu et al.'s own Corollary 4.7, lambda inverted numerically over the N
       virtual users;
     - ``"cheu2019"``: the accounting module's survey Thm 3 form sqrt(32 ln(4/delta)/(flip N))
-      (the spec's calibration; more noise at large r; see the doc for why it is not Cor. 4.7);
+      (the survey's calibration; more noise at large r; ``docs/protocols-counting-sums.md`` says
+      why it is not Cor. 4.7);
     - ``"clones"``: the accounting module's numeric clone bound for binary RR (least noise);
     - ``"cheu_thm54"``: the paper's Thm 5.4 instead of group privacy: the r bit positions are r
       copies of the n-user bit-sum protocol at (eps / sqrt(8 r ln(2/delta)), delta / (2 r)), lambda
