@@ -80,6 +80,13 @@ def test_releases_reuse_the_memoized_statement(rng):
     assert p.accountant_calls == [200]
 
 
+def test_privacy_is_an_abstract_method_every_protocol_implements():
+    assert "_privacy" in Protocol.__abstractmethods__
+    for name in available_protocols():
+        cls = protocol_class(name)
+        assert not cls.__abstractmethods__ and cls._privacy is not Protocol._privacy, name
+
+
 @pytest.mark.parametrize("name", available_protocols())
 def test_one_variance_signature(name):
     """Every protocol's variance is ``variance(n=None, value=0.0)``: one coordinate's variance for n
