@@ -16,8 +16,9 @@ from scipy import stats
 
 from ..core.estimate import Estimate
 from ..core.validation import check_positive_int, check_real
+from ._common import check_true_counts
 from .base import Protocol
-from .one_hot_counters import OneHotCounters, _counts_data
+from .one_hot_counters import OneHotCounters
 
 __all__ = ["Distinct", "PROTOCOLS"]
 
@@ -77,7 +78,7 @@ class Distinct(OneHotCounters):
 
     def expected_estimate(self, true_counts: Any) -> tuple[float, float]:
         """Exact (mean, variance) of D_hat for these true counts (all users honest)."""
-        c = _counts_data(true_counts, self.d)
+        c = check_true_counts(true_counts, self.d)
         n = int(c.sum())
         f0 = float(self._tail(self.threshold, n))
         f = self._tail(self.threshold - c, n)

@@ -33,31 +33,10 @@ from ..central.distributions import simulate_polya
 from ..core.errors import OutOfDomainError, ValidationError
 from ..core.privacy import PrivacyStatement
 from ..core.validation import check_domain_size, check_int_values, check_real
-from ._common import sampled_blanket
+from ._common import check_int_statistic, check_true_counts, need_delta, sampled_blanket
 from .base import Messages, Protocol, bits_for
 
 __all__ = ["OneHotCounters"]
-
-
-def _need_delta(delta: float, name: str) -> None:
-    if not delta:
-        raise ValidationError(f"{name} is an (eps, delta) protocol: delta must lie in (0, 1), got 0",
-                              parameter="delta")
-
-
-def _counts_data(data: Any, d: int) -> np.ndarray:
-    c = np.asarray(data)
-    if c.shape != (d,) or c.dtype == np.bool_ or not np.issubdtype(c.dtype, np.integer) or (c.size and c.min() < 0):
-        raise ValidationError(f"data must be the true counts: {d} non-negative integers", parameter="data")
-    return c.astype(np.int64)
-
-
-def _check_stat(statistic: Any, length: int) -> np.ndarray:
-    s = np.asarray(statistic)
-    if s.shape != (length,) or s.dtype == np.bool_ or not np.issubdtype(s.dtype, np.integer):
-        raise ValidationError(f"statistic must be an integer array of shape ({length},), got {s.shape} {s.dtype}",
-                              parameter="statistic")
-    return s.astype(np.int64)
 
 
 def _sum_mod_by_label(labels: np.ndarray, values: np.ndarray, d: int, q: int) -> np.ndarray:
@@ -95,7 +74,7 @@ class OneHotCounters(Protocol):
     def __init__(self, epsilon: float, delta: float, n: int, *, d: int, gamma: float = 0.5,
                  counter: Literal["bn", "sgm"] | None = None, wrap_probability: float = 1e-12) -> None:
         super().__init__(epsilon, delta, n)
-        _need_delta(self.delta, self.name)
+        need_delta(self.delta, self.name)
         self.d = check_domain_size(d)
         self.gamma = check_real(gamma, "gamma", low=0.0, high=1.0, low_open=True)
         counter = self.default_counter if counter is None else counter
@@ -188,7 +167,7 @@ class OneHotCounters(Protocol):
 
     def counts(self, statistic: np.ndarray, n: int) -> np.ndarray:
         """Unbiased per-coordinate counts ``c_hat_j = c_j + eta_j``."""
-        s = _check_stat(statistic, self.d)
+        s = check_int_statistic(statistic, self.d)
         if self.counter == "bn":
             return s.astype(np.float64) - n * self.p
         t = s % self.modulus
@@ -200,7 +179,7 @@ class OneHotCounters(Protocol):
 
     def simulate_statistic(self, data: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Exact law of the statistic in O(d): c + Bin(n, p) (bn) or c + NB(R) - NB(R) mod q (sgm)."""
-        c = _counts_data(data, self.d)
+        c = check_true_counts(data, self.d)
         n = int(c.sum())
         if self.counter == "bn":
             return c + rng.binomial(n, self.p, self.d)

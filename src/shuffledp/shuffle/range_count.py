@@ -25,9 +25,8 @@ from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement, round_up
 from ..core.validation import check_domain_size, check_int_values, check_positive_int
 from ..local.bits import LOG_MARGIN
-from ._common import krr_local_epsilon, sampled_blanket
+from ._common import check_int_statistic, check_true_counts, krr_local_epsilon, need_delta, sampled_blanket
 from .base import Messages, Protocol, bits_for
-from .one_hot_counters import _check_stat, _counts_data, _need_delta
 
 __all__ = ["TreeKRRRandomizer", "RangeCount", "PROTOCOLS"]
 
@@ -112,7 +111,7 @@ class RangeCount(Protocol):
                  accounting: Literal["blanket", "clones", "closed_form"] = "blanket",
                  consistent: bool = True) -> None:
         super().__init__(epsilon, delta, n)
-        _need_delta(self.delta, "range_count")
+        need_delta(self.delta, "range_count")
         self.d = check_domain_size(d)
         if accounting not in ("blanket", "clones", "closed_form"):
             raise ValidationError(f"accounting must be 'blanket', 'clones' or 'closed_form', got {accounting!r}",
@@ -205,7 +204,7 @@ class RangeCount(Protocol):
 
     def level_estimates(self, statistic: np.ndarray, n: int) -> list[np.ndarray]:
         """Unbiased per-level node counts ``(C_l - n lam_l/k_l)/(1 - lam_l)``, l = 1..L."""
-        s = _check_stat(statistic, self.statistic_length).astype(np.float64)
+        s = check_int_statistic(statistic, self.statistic_length).astype(np.float64)
         return [(c - n * lam / k) / (1.0 - lam) for c, lam, k in zip(self._levels(s), self.lams, self.ks)]
 
     def _consistent_leaves(self, ys: list[np.ndarray], n: float) -> np.ndarray:
@@ -302,7 +301,7 @@ class RangeCount(Protocol):
 
     def range_variance(self, true_counts: Any, lo: Any, hi: Any) -> np.ndarray:
         """Exact variance of the estimates of ranges [lo, hi) when the true leaf counts are ``true_counts``."""
-        c = _counts_data(true_counts, self.d)
+        c = check_true_counts(true_counts, self.d)
         lo_a, hi_a = self._check_ranges(lo, hi)
         nodes = self._node_counts(c.astype(np.float64))
         return np.concatenate([self._level_variance(gy, nodes, float(c.sum())) for gy, _ in self._blocks(lo_a, hi_a)])
@@ -348,7 +347,7 @@ class RangeCount(Protocol):
 
     def simulate_statistic(self, data: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Exact law in O(D): per level, kept reports Bin(m_j, 1 - lam), the rest uniform (multinomial)."""
-        c = _counts_data(data, self.d)
+        c = check_true_counts(data, self.d)
         full = np.zeros(self.D, dtype=np.int64)
         full[: self.d] = c
         n = int(c.sum())

@@ -40,13 +40,6 @@ def _stat(statistic: Any, length: int) -> np.ndarray:
     return s
 
 
-def _counts_data(data: Any, d: int) -> np.ndarray:
-    c = np.asarray(data)
-    if c.shape != (d,) or c.dtype == np.bool_ or not np.issubdtype(c.dtype, np.integer) or (c.size and c.min() < 0):
-        raise ValidationError(f"data must be the true counts: {d} non-negative integers", parameter="data")
-    return c.astype(np.int64)
-
-
 def _columns(messages: Messages, expected: set[str], name: str) -> None:
     if set(messages) - {"shuffler"} != expected:
         raise ValidationError(f"{name} messages must have the columns {sorted(expected)}, got {sorted(messages)}",

@@ -13,8 +13,9 @@ from ...central.distributions import simulate_discrete_laplace
 from ...core.estimate import Estimate
 from ...core.privacy import PrivacyStatement
 from ...core.validation import check_int_values, check_positive_int
+from .._common import check_true_counts
 from ..base import Messages, Protocol
-from ._base import _bits, _CentralBaseline, _columns, _counts_data, _stat
+from ._base import _bits, _CentralBaseline, _columns, _stat
 
 __all__ = ["CdpLaplaceCount", "PROTOCOLS"]
 
@@ -69,7 +70,7 @@ class CdpLaplaceCount(_CentralBaseline):
         return np.bincount(_bits(values), minlength=2).astype(np.int64)
 
     def simulate_statistic(self, data: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        c = _counts_data(data, 2)
+        c = check_true_counts(data, 2)
         return c[1:] + simulate_discrete_laplace(float(self.mechanism.scale), 1, rng)
 
     def _privacy(self, n: int) -> PrivacyStatement:

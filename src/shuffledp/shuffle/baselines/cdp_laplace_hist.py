@@ -14,8 +14,9 @@ from ...core.errors import ValidationError
 from ...core.estimate import Estimate
 from ...core.privacy import PrivacyStatement
 from ...core.validation import check_domain_size, check_int_values, check_positive_int
+from .._common import check_true_counts
 from ..base import Messages, Protocol, bits_for
-from ._base import _CentralBaseline, _columns, _counts_data, _stat
+from ._base import _CentralBaseline, _columns, _stat
 
 __all__ = ["CdpLaplaceHist", "PROTOCOLS"]
 
@@ -74,7 +75,7 @@ class CdpLaplaceHist(_CentralBaseline):
         return np.bincount(check_int_values(values, self.d), minlength=self.d).astype(np.int64)
 
     def simulate_statistic(self, data: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        c = _counts_data(data, self.d)
+        c = check_true_counts(data, self.d)
         return c + simulate_discrete_laplace(float(self.mechanism.scale), self.d, rng)
 
     def _privacy(self, n: int) -> PrivacyStatement:

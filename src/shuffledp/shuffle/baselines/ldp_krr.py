@@ -10,8 +10,9 @@ import numpy as np
 from ...core.estimate import Estimate
 from ...core.validation import check_domain_size, check_int_values, check_positive_int
 from ...local.grr import GeneralizedRandomizedResponse
+from .._common import check_true_counts
 from ..base import Messages, Protocol, bits_for
-from ._base import _blanket_counts, _columns, _counts_data, _LocalBaseline, _stat
+from ._base import _blanket_counts, _columns, _LocalBaseline, _stat
 
 __all__ = ["LdpKRR", "PROTOCOLS"]
 
@@ -74,7 +75,7 @@ class LdpKRR(_LocalBaseline):
         return np.bincount(check_int_values(values, self.d), minlength=self.d).astype(np.int64)
 
     def simulate_statistic(self, data: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return _blanket_counts(_counts_data(data, self.d), self.p, self.q, rng).astype(np.int64)
+        return _blanket_counts(check_true_counts(data, self.d), self.p, self.q, rng).astype(np.int64)
 
     @property
     def local_randomizer(self) -> GeneralizedRandomizedResponse:

@@ -12,8 +12,9 @@ from ...core.estimate import Estimate
 from ...core.validation import check_domain_size, check_int_values, check_positive_int
 from ...local.base import FrequencyOracle
 from ...local.registry import FREQUENCY_ORACLES, frequency_oracle
+from .._common import check_true_counts
 from ..base import Messages, Protocol, bits_for
-from ._base import _counts_data, _LocalBaseline
+from ._base import _LocalBaseline
 
 __all__ = ["LdpOracle", "PROTOCOLS"]
 
@@ -76,7 +77,7 @@ class LdpOracle(_LocalBaseline):
         return np.bincount(check_int_values(values, self.d), minlength=self.d).astype(np.int64)
 
     def simulate_statistic(self, data: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return np.asarray(self.oracle.simulate_statistic(_counts_data(data, self.d), rng))
+        return np.asarray(self.oracle.simulate_statistic(check_true_counts(data, self.d), rng))
 
     @property
     def local_randomizer(self) -> FrequencyOracle:

@@ -11,8 +11,9 @@ import numpy as np
 from ...core.estimate import Estimate
 from ...core.validation import check_int_values, check_positive_int
 from ...local.grr import GeneralizedRandomizedResponse
+from .._common import check_true_counts
 from ..base import Messages, Protocol
-from ._base import _bits, _columns, _counts_data, _LocalBaseline, _stat
+from ._base import _bits, _columns, _LocalBaseline, _stat
 
 __all__ = ["LdpRR", "PROTOCOLS"]
 
@@ -65,7 +66,7 @@ class LdpRR(_LocalBaseline):
         return np.bincount(_bits(values), minlength=2).astype(np.int64)
 
     def simulate_statistic(self, data: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        n0, n1 = _counts_data(data, 2)
+        n0, n1 = check_true_counts(data, 2)
         return np.array([rng.binomial(n1, self.p) + rng.binomial(n0, self.q)], dtype=np.int64)
 
     @property

@@ -15,12 +15,6 @@ from ..base import Messages
 __all__ = []
 
 
-def _need_delta(delta: float, name: str) -> None:
-    if not delta:
-        raise ValidationError(f"{name} is an (eps, delta) protocol: delta must lie in (0, 1), got 0",
-                              parameter="delta")
-
-
 def _counts(values: Any) -> np.ndarray:
     x = check_bits(values)
     return np.bincount(x, minlength=2).astype(np.int64)

@@ -18,9 +18,9 @@ from ...core.errors import OutOfDomainError, ValidationError
 from ...core.estimate import Estimate
 from ...core.privacy import PrivacyStatement
 from ...core.validation import check_positive_int
-from .._common import BinaryRRRandomizer, check_statistic, scalar_estimate
+from .._common import BinaryRRRandomizer, check_statistic, need_delta, scalar_estimate
 from ..base import Messages, Protocol
-from ._base import _check_counts, _counts, _need_delta
+from ._base import _check_counts, _counts
 
 __all__ = ["cheu_corollary47_epsilon", "cheu_lemma48_lambda", "CntRR", "PROTOCOLS"]
 
@@ -93,7 +93,7 @@ class CntRR(Protocol):
                  calibration: Literal["best", "lemma4.8", "corollary4.7", "clones"] = "best",
                  accounting: Literal["clones", "cheu2019"] = "clones") -> None:
         super().__init__(epsilon, delta, n)
-        _need_delta(self.delta, "cnt_rr")
+        need_delta(self.delta, "cnt_rr")
         if calibration not in ("best", *self.CALIBRATIONS):
             raise ValidationError("calibration must be 'best', 'lemma4.8', 'corollary4.7' or 'clones', got "
                                   f"{calibration!r}", parameter="calibration")

@@ -20,10 +20,10 @@ from ...core.errors import ValidationError
 from ...core.estimate import Estimate
 from ...core.privacy import PrivacyStatement
 from ...core.validation import check_positive_int, check_real
-from .._common import (check_bits, check_statistic, scalar_estimate, split_and_mix_honest_parties,
+from .._common import (check_bits, check_statistic, need_delta, scalar_estimate, split_and_mix_honest_parties,
                        split_and_mix_sigma_at)
 from ..base import Messages, Protocol
-from ._base import _check_counts, _counts, _need_delta
+from ._base import _check_counts, _counts
 
 __all__ = ["CntSGM", "PROTOCOLS"]
 
@@ -56,7 +56,7 @@ class CntSGM(Protocol):
     def __init__(self, epsilon: float, delta: float, n: int, *, gamma: float = 0.5,
                  wrap_probability: float = 1e-12) -> None:
         super().__init__(epsilon, delta, n)
-        _need_delta(self.delta, "cnt_sgm (split-and-mix adds a statistical delta)")
+        need_delta(self.delta, "cnt_sgm (split-and-mix adds a statistical delta)")
         if self.n < 3:
             raise ValidationError("cnt_sgm needs n >= 3 users (split-and-mix)", parameter="n")
         self.gamma = check_real(gamma, "gamma", low=0.0, high=1.0, low_open=True)

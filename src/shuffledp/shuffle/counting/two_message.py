@@ -16,9 +16,9 @@ from ...core.errors import OutOfDomainError
 from ...core.estimate import Estimate
 from ...core.privacy import PrivacyStatement
 from ...core.validation import check_positive_int, check_real
-from .._common import check_bits, check_statistic, sampled_blanket, scalar_estimate, shift_hockey_stick
+from .._common import check_bits, check_statistic, need_delta, sampled_blanket, scalar_estimate, shift_hockey_stick
 from ..base import Messages, Protocol
-from ._base import _check_counts, _count_ones_messages, _counts, _need_delta, _ones_messages
+from ._base import _check_counts, _count_ones_messages, _counts, _ones_messages
 
 __all__ = ["Cnt2M", "PROTOCOLS"]
 
@@ -49,7 +49,7 @@ class Cnt2M(Protocol):
 
     def __init__(self, epsilon: float, delta: float, n: int, *, ones_fraction: float = 0.5) -> None:
         super().__init__(epsilon, delta, n)
-        _need_delta(self.delta, self.name)
+        need_delta(self.delta, self.name)
         self.ones_fraction = check_real(ones_fraction, "ones_fraction", low=0.0, high=1.0)
         self._setup()
 

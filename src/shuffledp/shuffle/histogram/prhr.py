@@ -36,6 +36,7 @@ def _parity(x: np.ndarray) -> np.ndarray:
     x = x ^ (x >> 1)
     return x & 1
 
+
 def _gf2_rank_probs(tau: int, dim: int) -> np.ndarray:
     """P(rank = r), r = 0..dim, of ``tau`` i.i.d. uniform vectors in GF(2)^dim (exact Markov chain)."""
     p = np.zeros(dim + 1)

@@ -27,12 +27,6 @@ __all__ = ["blanket_gamma", "blanket_gamma_or_none"]
 _CAL = 1.0 - 1e-10
 
 
-def _need_delta(delta: float, name: str) -> None:
-    if not delta:
-        raise ValidationError(f"{name} is an (eps, delta) protocol: delta must lie in (0, 1), got 0",
-                              parameter="delta")
-
-
 def blanket_gamma(k: int, epsilon: float, delta: float, n: int) -> float:
     """Balle et al. 2019 Thm 3.1 (survey eq. 8) for k-ary RR: ``max(14 k ln(2/delta)/((n-1) eps^2),
     27 k/((n-1) eps))``; valid for eps <= 1 and a result < 1 (OutOfDomainError otherwise)."""

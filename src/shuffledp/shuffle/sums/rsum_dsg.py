@@ -17,10 +17,10 @@ from ...core.errors import ValidationError
 from ...core.estimate import Estimate
 from ...core.privacy import PrivacyStatement
 from ...core.validation import check_positive_int, check_real
-from .._common import (check_statistic, check_unit_values, randomized_rounding, rounding_parts,
+from .._common import (check_statistic, check_unit_values, need_delta, randomized_rounding, rounding_parts,
                        split_and_mix_honest_parties, split_and_mix_sigma_at)
 from ..base import Messages, Protocol
-from ._base import _need_delta, _single_column, _SumProtocol
+from ._base import _single_column, _SumProtocol
 
 __all__ = ["RSumDSG", "PROTOCOLS"]
 
@@ -51,7 +51,7 @@ class RSumDSG(_SumProtocol):
     def __init__(self, epsilon: float, delta: float, n: int, *, precision: int | None = None,
                  gamma: float = 1.0, wrap_probability: float = 1e-9) -> None:
         super().__init__(epsilon, delta, n)
-        _need_delta(self.delta, "rsum_dsg (split-and-mix adds a statistical delta)")
+        need_delta(self.delta, "rsum_dsg (split-and-mix adds a statistical delta)")
         if self.n < 3:
             raise ValidationError("rsum_dsg needs n >= 3 users (split-and-mix)", parameter="n")
         self.gamma = check_real(gamma, "gamma", low=0.0, high=1.0, low_open=True)

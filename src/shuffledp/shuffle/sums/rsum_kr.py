@@ -15,10 +15,10 @@ from ...core.estimate import Estimate
 from ...core.privacy import PrivacyStatement
 from ...core.validation import check_positive_int
 from .._common import (check_statistic, check_unit_values, krr_local_epsilon, krr_report_variance,
-                       krr_sum_given_levels, randomized_rounding, rounding_parts, sampled_blanket)
+                       krr_sum_given_levels, need_delta, randomized_rounding, rounding_parts, sampled_blanket)
 from ..base import Messages, Protocol, bits_for
-from ._base import (_CAL, _check_bound, _check_int_range, _krr_gamma_bound, _krr_statement, _need_delta,
-                    _single_column, _SumProtocol, blanket_gamma_or_none)
+from ._base import (_CAL, _check_bound, _check_int_range, _krr_gamma_bound, _krr_statement, _single_column,
+                    _SumProtocol, blanket_gamma_or_none)
 
 __all__ = ["RSumKR", "PROTOCOLS"]
 
@@ -65,7 +65,7 @@ class RSumKR(_SumProtocol):
     def __init__(self, epsilon: float, delta: float, n: int, *, precision: int | None = None,
                  bound: Literal["closed_form", "bennett", "best"] = "best") -> None:
         super().__init__(epsilon, delta, n)
-        _need_delta(self.delta, self.name)
+        need_delta(self.delta, self.name)
         self.bound = _check_bound(bound)
         if precision is None:
             self.k = self._best_precision()

@@ -16,9 +16,9 @@ from ...core.privacy import PrivacyStatement, round_up
 from ...core.validation import check_positive_int
 from ...local.bits import LOG_MARGIN
 from .._common import (check_statistic, check_unit_values, krr_local_epsilon, krr_report_variance,
-                       krr_sum_given_levels, rounding_parts, sampled_blanket)
+                       krr_sum_given_levels, need_delta, rounding_parts, sampled_blanket)
 from ..base import Messages, Protocol, bits_for
-from ._base import _CAL, _check_bound, _check_int_range, _krr_gamma_bound, _krr_statement, _need_delta, _SumProtocol
+from ._base import _CAL, _check_bound, _check_int_range, _krr_gamma_bound, _krr_statement, _SumProtocol
 
 __all__ = ["RSumRM", "PROTOCOLS"]
 
@@ -79,7 +79,7 @@ class RSumRM(_SumProtocol):
                  precisions: list[int] | tuple[int, ...] | None = None,
                  bound: Literal["closed_form", "bennett", "best"] = "best") -> None:
         super().__init__(epsilon, delta, n)
-        _need_delta(self.delta, self.name)
+        need_delta(self.delta, self.name)
         self.bound = _check_bound(bound)
         if precisions is not None:
             ps = [check_positive_int(p, "precisions", minimum=2) for p in precisions]

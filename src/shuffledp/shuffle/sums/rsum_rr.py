@@ -16,10 +16,10 @@ from ...core.estimate import Estimate
 from ...core.privacy import PrivacyStatement, round_up
 from ...core.validation import check_positive_int
 from ...local.bits import LOG_MARGIN
-from .._common import (check_statistic, check_unit_values, krr_local_epsilon, randomized_rounding, rounding_parts,
-                       sampled_blanket)
+from .._common import (check_statistic, check_unit_values, krr_local_epsilon, need_delta, randomized_rounding,
+                       rounding_parts, sampled_blanket)
 from ..base import Messages, Protocol
-from ._base import _CAL, _check_int_range, _need_delta, _single_column, _SumProtocol
+from ._base import _CAL, _check_int_range, _single_column, _SumProtocol
 
 __all__ = ["RSumRR", "PROTOCOLS"]
 
@@ -68,7 +68,8 @@ class RSumRR(_SumProtocol):
     Privacy (derived here; Cheu, Smith, Ullman, Zeber, Zhilyaev, EUROCRYPT 2019, §5): the n r bits
     are shuffled binary RR of N = n r virtual users; each bit-count is made (eps/r, delta_b)-DP with
     delta_b = delta / (r e^eps), and a user changes at most r virtual users, so group privacy
-    (:func:`shuffledp.accounting.group_privacy`) gives (r eps_b, r e^{(r-1) eps_b} delta_b) <= (eps, delta). The per-bit bound (``accounting``):
+    (:func:`shuffledp.accounting.group_privacy`) gives (r eps_b, r e^{(r-1) eps_b} delta_b) <= (eps, delta).
+    The per-bit bound (``accounting``):
 
     - ``"best"`` (default): of the four below, those that reach the target, the one with the
       smallest variance: the tightest valid calibration, so it works wherever one of them does
@@ -98,7 +99,7 @@ class RSumRR(_SumProtocol):
                  accounting: Literal["best", "cheu_cor47", "cheu2019", "clones", "cheu_thm54"] = "best",
                  ) -> None:
         super().__init__(epsilon, delta, n)
-        _need_delta(self.delta, self.name)
+        need_delta(self.delta, self.name)
         if accounting not in ("best", *self.ACCOUNTINGS):
             raise ValidationError("accounting must be 'best', 'cheu_cor47', 'cheu2019', 'clones' or 'cheu_thm54', "
                                   f"got {accounting!r}", parameter="accounting")
