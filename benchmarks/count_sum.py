@@ -5,7 +5,7 @@
 
 Counting: bits ~ Ber(q = 0.5) (fixed dataset), R exact simulations of the statistic.
 Sums: values ~ N(0.5, 0.2) clipped to [0, 1] (fixed dataset), R exact simulations (randomized
-rounding drawn per user). "exact" = sqrt(variance(n, values)) (sums) or sqrt(variance(n))
+rounding drawn per user). "exact" = sqrt(sum_variance(values)) (sums) or sqrt(variance(n))
 (counting; data independent, untruncated for cnt_2m). Timings: one full pipeline.run
 (encode -> shuffle -> aggregate -> estimate) and one pipeline.simulate, best of 3.
 """
@@ -48,7 +48,7 @@ def main() -> None:
             x = p.summarize(data)
             est = np.array([p.estimate(p.simulate_statistic(x, rng), a.n).values[0] for _ in range(R)])
             rmse = math.sqrt(np.mean((est - truth) ** 2))
-            exact = math.sqrt(p.variance(a.n) if group is COUNTING else p.variance(a.n, values=data))
+            exact = math.sqrt(p.variance(a.n) if group is COUNTING else p.sum_variance(data))
             t_run = math.nan if a.no_pipeline else best_of(lambda: pipeline.run(p, data, rng), 1)
             t_sim = best_of(lambda: pipeline.simulate(p, data, rng))
             print(f"{name:10s} {rmse:10.2f} {exact:9.2f} {rmse / exact:6.3f} {p.messages_per_user:10.3f} "

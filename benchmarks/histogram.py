@@ -114,7 +114,7 @@ def main() -> None:
         est = np.array([p.estimate(p.simulate_statistic(data, rng), a.n).values for _ in range(a.R)])
         t_sim = (time.perf_counter() - t0) / a.R
         err2 = ((est - truth) ** 2).mean(axis=0)
-        var = np.concatenate([[p.variance(a.n, ci, attribute=j) for ci in truth[p.offsets[j]:p.offsets[j + 1]]]
+        var = np.concatenate([[p.attribute_variance(a.n, ci, j) for ci in truth[p.offsets[j]:p.offsets[j + 1]]]
                               for j in range(len(dims))])
         t0 = time.perf_counter()
         pipeline.run(protocol(name, a.eps, a.delta, a.n, d=dims, **kw), x, rng)

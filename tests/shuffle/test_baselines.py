@@ -142,8 +142,10 @@ def test_ldp_krr_unbiased_variance_and_average():
     for j in range(d):
         _mean_band(sim[:, j], counts[j], var[j])
         _var_band(sim[:, j], var[j])
-    # variance() is the exact average of the per-item variances (sum of counts = n)
-    assert p.variance(n) == pytest.approx(float(np.mean(var)), rel=1e-12)
+    # variance(n, value) is one item's variance; at value = n/d the exact average of the
+    # per-item variances (affine in the count, sum of counts = n)
+    assert p.variance(n, counts[0]) == pytest.approx(float(var[0]), rel=1e-12)
+    assert p.variance(n, n / d) == pytest.approx(float(np.mean(var)), rel=1e-12)
     full = np.stack([run(p, values, rng).values for _ in range(200)])
     for j in range(d):
         _mean_band(full[:, j], counts[j], var[j])

@@ -25,7 +25,7 @@ N6, EPS, DELTA = 10**6, 0.9, 1e-6
 # ----------------------------------------------------------------------------- spec worked examples
 
 def test_cnt_rr_worked_example_lemma48():
-    p = protocol("cnt_rr", epsilon=EPS, delta=DELTA, n=N6)
+    p = protocol("cnt_rr", epsilon=EPS, delta=DELTA, n=N6, calibration="lemma4.8")
     assert p.lam == pytest.approx(1201.1303, abs=1e-4)
     assert p.flip == pytest.approx(1.20113e-3, rel=1e-5)
     assert p.eps_l == pytest.approx(7.4170, abs=1e-4)
@@ -151,7 +151,7 @@ def _rr_count_pmfs(flip: float, n: int, others_ones: int, width: int = 4000):
 
 def test_cnt_rr_lemma48_exact_divergence_n1e5():
     n = 10**5
-    p = protocol("cnt_rr", epsilon=EPS, delta=DELTA, n=n)
+    p = protocol("cnt_rr", epsilon=EPS, delta=DELTA, n=n, calibration="lemma4.8")
     st = p.privacy()
     for k in (0, n // 2, n - 1):
         P, Q, lost = _rr_count_pmfs(p.flip, n, k)
@@ -217,7 +217,7 @@ def test_no_local_randomizer(name):
 
 # ----------------------------------------------------------------------------- utility
 
-CASES = [("cnt_rr", {}, 24.53), ("cnt_2m", {}, 29.91), ("cnt_bn", {"gamma": 0.5}, 42.28),
+CASES = [("cnt_rr", {"calibration": "lemma4.8"}, 24.53), ("cnt_2m", {}, 29.91), ("cnt_bn", {"gamma": 0.5}, 42.28),
          ("cnt_sgm", {"gamma": 0.5}, 2.15)]
 
 
@@ -296,17 +296,18 @@ def test_estimate_carries_privacy_and_stderr(rng):
 # ----------------------------------------------------------------------------- bad input
 
 def test_cnt_pure_not_implemented():
-    with pytest.raises(ValidationError, match="not implemented"):
+    with pytest.raises(ValidationError, match="not implemented: the paper's protocol text .* is unavailable") as e:
         protocol("cnt_pure", epsilon=0.01, delta=DELTA, n=10**7)
+    assert e.value.parameter == "name"
 
 
 def test_impossible_targets():
     with pytest.raises(OutOfDomainError, match="epsilon < 1"):
-        protocol("cnt_rr", epsilon=1.0, delta=DELTA, n=N6)
+        protocol("cnt_rr", epsilon=1.0, delta=DELTA, n=N6, calibration="lemma4.8")
     with pytest.raises(OutOfDomainError, match="sqrt\\(3456"):
-        protocol("cnt_rr", epsilon=0.1, delta=DELTA, n=10**5)
+        protocol("cnt_rr", epsilon=0.1, delta=DELTA, n=10**5, calibration="lemma4.8")
     with pytest.raises(OutOfDomainError, match="14 ln"):
-        protocol("cnt_rr", epsilon=0.9, delta=DELTA, n=100)
+        protocol("cnt_rr", epsilon=0.9, delta=DELTA, n=100, calibration="lemma4.8")
     with pytest.raises(OutOfDomainError, match="100 ln"):
         protocol("cnt_2m", epsilon=0.5, delta=DELTA, n=5000)
     with pytest.raises(OutOfDomainError, match="gamma \\* n"):

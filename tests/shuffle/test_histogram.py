@@ -25,11 +25,11 @@ EPS, DELTA, N, D = 0.9, 1e-6, 10**6, 100
 # --------------------------------------------------------------------------- worked examples (spec §3-4)
 
 def test_worked_examples():
-    kr = protocol("hist_kr", EPS, DELTA, N, d=D)
+    kr = protocol("hist_kr", EPS, DELTA, N, d=D, bound="closed_form")
     assert kr.gamma == pytest.approx(0.025077, abs=1e-6)
     assert kr.eps_l == pytest.approx(8.2658, abs=1e-4)
     assert kr.variance() == pytest.approx(263.77, abs=0.01)
-    assert kr.variance(count=10**4) == pytest.approx(515.84, abs=0.01)
+    assert kr.variance(value=10**4) == pytest.approx(515.84, abs=0.01)
 
     mm = protocol("hist_mm", EPS, DELTA, N, d=D)
     assert mm.one_minus_p == pytest.approx(3.75353e-3, rel=1e-5)
@@ -101,14 +101,14 @@ def test_multi_message_protocols_have_no_local_dp(rng):
 # --------------------------------------------------------------------------- privacy: central statements
 
 def test_privacy_outside_theorem_is_local():
-    kr = protocol("hist_kr", EPS, DELTA, 10**6, d=D)
+    kr = protocol("hist_kr", EPS, DELTA, 10**6, d=D, bound="closed_form")
     st = kr.privacy(10**5)  # Thm 3.1 would give eps > 1: only the local guarantee remains
     assert st.eps == kr.eps_l and st.delta == 0.0
 
 
 @pytest.mark.parametrize("n", [9 * 10**5, 10**6, 3 * 10**6])
 def test_privacy_matches_accounting(n):
-    kr = protocol("hist_kr", EPS, DELTA, 10**6, d=D)
+    kr = protocol("hist_kr", EPS, DELTA, 10**6, d=D, bound="closed_form")
     assert kr.privacy().eps == pytest.approx(EPS, rel=1e-9) and kr.privacy().delta == DELTA
     ref = shuffle_amplification(kr.eps_l, n, DELTA, method="blanket", bound="closed_form", randomizer="krr", k=D)
     assert kr.privacy(n).eps == ref
@@ -207,7 +207,7 @@ def test_krr_exact_shuffled_divergence():
     the shuffled output, enumerated over every histogram, is below the target delta at the target
     eps = 1; the regime is not trivial (the exact eps at delta lies between 0.2 and 0.3)."""
     eps, delta, n = 1.0, 1e-3, 1500
-    kr = protocol("hist_kr", eps, delta, n, d=3)
+    kr = protocol("hist_kr", eps, delta, n, d=3, bound="closed_form")
     assert kr.eps_l > 2.4
     d_target, d_03, d_02 = _krr_worst_delta(kr.gamma, n, [eps, 0.3, 0.2])
     assert d_target <= delta
@@ -408,8 +408,8 @@ def test_mergeable(rng):
 # --------------------------------------------------------------------------- bad input / impossible targets
 
 @pytest.mark.parametrize("name,eps,delta,n,kw", [
-    ("hist_kr", 1.5, 1e-6, 10**6, dict(d=10)),          # Thm 3.1 needs eps <= 1
-    ("hist_kr", 0.5, 1e-6, 10**4, dict(d=100)),         # gamma >= 1
+    ("hist_kr", 1.5, 1e-6, 10**6, dict(d=10, bound="closed_form")),  # Thm 3.1 needs eps <= 1
+    ("hist_kr", 0.5, 1e-6, 10**4, dict(d=100, bound="closed_form")),  # gamma >= 1
     ("hist_kr", 0.5, 1e-6, 10**6, dict(d=10, bound="x")),
     ("hist_mm", 3.0, 1e-6, 10**6, dict(d=10)),          # eps/2 > 1
     ("hist_mm", 0.5, 1e-6, 10**4, dict(d=10)),          # n < 400 ln(4/delta)/eps^2
@@ -431,7 +431,7 @@ def test_impossible_targets(name, eps, delta, n, kw):
 
 def test_impossible_target_messages():
     with pytest.raises(OutOfDomainError, match="n >= "):
-        protocol("hist_kr", 0.5, 1e-6, 10**4, d=100)
+        protocol("hist_kr", 0.5, 1e-6, 10**4, d=100, bound="closed_form")
     with pytest.raises(OutOfDomainError, match="cannot supply the blanket"):
         protocol("murs", 0.5, 1e-6, 2000, d=100)
 

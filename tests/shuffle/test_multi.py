@@ -12,7 +12,7 @@ from shuffledp.accounting import basic_composition, shuffle_amplification
 from shuffledp.core import ValidationError
 from shuffledp.local.verify import worst_case_log_ratio
 from shuffledp.shuffle import protocol, run_shufflers
-from shuffledp.shuffle.multi import split_attributes
+from shuffledp.shuffle.multi_attribute import split_attributes
 from tests.conftest import mean_z_bound, variance_ratio_band
 from tests.shuffle._twosample import assert_same_law
 
@@ -46,6 +46,18 @@ def test_parameters():
     assert s.variance() == pytest.approx(9 * c_req / (1 - s.gamma[0]) ** 2, rel=1e-3)
 
 
+def test_variance_is_the_worst_attribute_and_attribute_is_checked():
+    n, eps, delta = 10**6, 0.9, 1e-6
+    for p in (protocol("fragmenting", eps, delta, n, d=[10, 100, 50]),
+              protocol("sample_one", eps, delta, n, d=[10, 100])):
+        per = [p.attribute_variance(n, 7.0, a) for a in range(p.k)]
+        assert p.variance(n, 7.0) == max(per) and per[1] == max(per)  # the largest domain is the worst
+        for bad in (-1, p.k, 1.0, True):
+            with pytest.raises(ValidationError) as e:
+                p.attribute_variance(n, 0.0, bad)
+            assert e.value.parameter == "attribute"
+
+
 # --------------------------------------------------------------------------- privacy
 
 def test_local_ratio_exact():
@@ -70,7 +82,7 @@ def test_local_ratio_exact():
 @pytest.mark.parametrize("n", [10**6, 2 * 10**6])
 def test_privacy_matches_accounting(n):
     eps, delta = 0.9, 1e-6
-    f = protocol("fragmenting", eps, delta, 10**6, d=[100, 20])
+    f = protocol("fragmenting", eps, delta, 10**6, d=[100, 20], bound="closed_form")
     refs = [(shuffle_amplification(p.eps_l, n, delta / 2, method="blanket", bound="closed_form", randomizer="krr",
                                    k=p.d), delta / 2) for p in f.parts]
     e, dl = basic_composition(refs)
@@ -243,7 +255,7 @@ def test_unbiased_and_mse(name, kw, rng):
     data = p.summarize(x)
     truth = np.concatenate([np.bincount(x[:, a], minlength=da) for a, da in enumerate(p.dims)])
     est = np.array([p.estimate(p.simulate_statistic(data, rng), n).values for _ in range(R)])
-    var = np.concatenate([[p.variance(n, c, attribute=a) for c in ca]
+    var = np.concatenate([[p.attribute_variance(n, c, a) for c in ca]
                           for a, ca in enumerate(split_attributes(truth, p.dims))])
     z = (est.mean(0) - truth) / np.sqrt(var / R)
     assert np.abs(z).max() < mean_z_bound(1e-4 / truth.size) + 0.5
@@ -314,7 +326,7 @@ def test_bad_values(name, bad, rng):
     ("fragmenting", 0.9, 10**6, dict(d=[10, 10], k=3)),            # k mismatch
     ("fragmenting", 0.9, 10**6, dict(d=[10, 10], inner="cnt_rr")),  # not a histogram protocol
     ("fragmenting", 0.9, 10**6, dict(d=[10, 10], inner="murs", mode="parallel")),
-    ("fragmenting", 0.9, 2000, dict(d=[100, 100])),                # inner target impossible
+    ("fragmenting", 0.9, 2000, dict(d=[100, 100], bound="closed_form")),  # inner target impossible
     ("sample_one", 1.5, 10**6, dict(d=[10, 10])),                  # Thm 3.1 needs eps <= 1
     ("sample_one", 0.9, 10**4, dict(d=[100, 100])),                # gamma >= 1
     ("sample_one", 0.9, 10**6, dict(d="ab")),
@@ -347,7 +359,7 @@ def test_fragmenting_any_inner(inner, eps, kw, rng):
     truth = np.concatenate([np.bincount(x[:, a], minlength=da) for a, da in enumerate(f.dims)])
     for est in (pipeline.run(f, x, rng), pipeline.simulate(f, x, rng)):
         assert est.values.shape == (8,)
-        assert np.all(np.abs(est.values - truth) < 6 * np.sqrt([f.variance(n, c, attribute=int(a >= 5))
+        assert np.all(np.abs(est.values - truth) < 6 * np.sqrt([f.attribute_variance(n, c, int(a >= 5))
                                                                  for a, c in enumerate(truth)]) + 1)
     assert f.privacy().eps <= eps * (1 + 1e-9) and f.privacy().delta == pytest.approx(0.1)
 

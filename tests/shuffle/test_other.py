@@ -1,4 +1,5 @@
-"""Other statistics (shuffledp.shuffle.other): range counting, distinct elements, PUT / AUT.
+"""Other statistics (shuffledp.shuffle.range_count, .distinct, .uniformity): range counting,
+distinct elements, PUT / AUT.
 
 Privacy: exact local ratio of the tree k-RR randomizer, per-level statements equal the
 accounting module's, exact privacy curves of the per-coordinate counters' noise. Utility:
@@ -19,7 +20,10 @@ from shuffledp.core.errors import OutOfDomainError, ValidationError
 from shuffledp.local.verify import sweep_reports, worst_case_log_ratio
 from shuffledp.pipeline import run
 from shuffledp.shuffle import protocol
-from shuffledp.shuffle.other import AUT, PUT, PROTOCOLS, Distinct, RangeCount
+from shuffledp.shuffle import distinct, range_count, uniformity
+from shuffledp.shuffle.distinct import Distinct
+from shuffledp.shuffle.range_count import RangeCount
+from shuffledp.shuffle.uniformity import AUT, PUT
 
 
 def _mean_band(x: np.ndarray, mu, var, z: float = 4.5) -> None:
@@ -35,7 +39,8 @@ def _var_band(x: np.ndarray, var, p: float = 1e-5) -> None:
 
 
 def test_registry():
-    assert set(PROTOCOLS) == {"range_count", "distinct", "put", "aut"}
+    assert {**range_count.PROTOCOLS, **distinct.PROTOCOLS, **uniformity.PROTOCOLS} == {
+        "range_count": RangeCount, "distinct": Distinct, "put": PUT, "aut": AUT}
     assert isinstance(protocol("range_count", epsilon=1.0, delta=1e-6, n=5000, d=8), RangeCount)
     assert isinstance(protocol("put", epsilon=1.0, delta=1e-6, n=5000, d=8), PUT)
     assert isinstance(protocol("aut", epsilon=1.0, delta=1e-6, n=20000, d=8), AUT)

@@ -80,6 +80,37 @@ def test_releases_reuse_the_memoized_statement(rng):
     assert p.accountant_calls == [200]
 
 
+def test_privacy_is_an_abstract_method_every_protocol_implements():
+    assert "_privacy" in Protocol.__abstractmethods__
+    for name in available_protocols():
+        cls = protocol_class(name)
+        assert not cls.__abstractmethods__ and cls._privacy is not Protocol._privacy, name
+
+
+@pytest.mark.parametrize("name", available_protocols())
+def test_one_variance_signature(name):
+    """Every protocol's variance is ``variance(n=None, value=0.0)``: one coordinate's variance for n
+    users when its true value is ``value`` (multi-attribute protocols add attribute_variance)."""
+    import inspect
+
+    params = inspect.signature(protocol_class(name).variance).parameters
+    assert [(p.name, p.default) for p in params.values()] == [
+        ("self", inspect.Parameter.empty), ("n", None), ("value", 0.0)], name
+
+
+def test_registry_has_no_dangling_entries():
+    """Every registry entry names a module that defines the protocol, one protocol per module
+    (``uniformity`` holds the two testers); the unimplemented survey protocols are not entries."""
+    from shuffledp.shuffle.registry import NOT_IMPLEMENTED, PROTOCOL_MODULES
+
+    assert available_protocols() == list(PROTOCOL_MODULES)
+    assert not set(NOT_IMPLEMENTED) & set(PROTOCOL_MODULES)
+    per_module: dict[str, list[str]] = {}
+    for name, module in PROTOCOL_MODULES.items():
+        per_module.setdefault(module, []).append(name)
+    assert {m: v for m, v in per_module.items() if len(v) > 1} == {"uniformity": ["put", "aut"]}
+
+
 @pytest.mark.parametrize("name", available_protocols())
 def test_no_registered_protocol_bypasses_the_memoized_privacy(name):
     cls = protocol_class(name)

@@ -31,10 +31,10 @@ def _normal_data(n: int, seed: int = 11) -> np.ndarray:
 # ----------------------------------------------------------------------------- spec worked examples
 
 def test_rsum_kr_worked_examples():
-    p = protocol("rsum_kr", epsilon=1.0, delta=1e-6, n=10**4)
+    p = protocol("rsum_kr", epsilon=1.0, delta=1e-6, n=10**4, bound="closed_form")
     assert p.k == 4 and p.gamma == pytest.approx(0.10157, abs=1e-5)
     assert p.variance() == pytest.approx(508.1, abs=0.1)
-    p = protocol("rsum_kr", epsilon=1.0, delta=1e-6, n=10**5)
+    p = protocol("rsum_kr", epsilon=1.0, delta=1e-6, n=10**5, bound="closed_form")
     assert p.k == 9 and p.gamma == pytest.approx(0.02031, abs=1e-5)
     assert p.variance() == pytest.approx(948.5, abs=0.2)
     p = protocol("rsum_kr", epsilon=1.0, delta=1e-8, n=10**4, precision=21, bound="bennett")
@@ -45,7 +45,7 @@ def test_rsum_kr_worked_examples():
 def test_rsum_kr_worst_case_variance_is_the_max_over_inputs():
     p = RSumKR(1.0, 1e-6, 10**6, precision=20)
     x = np.linspace(0, 1, 100001)
-    per_user = [p.variance(1, values=np.array([v])) for v in x[::97]]
+    per_user = [p.sum_variance(np.array([v])) for v in x[::97]]
     assert max(per_user) * 10**6 <= p.variance() * (1 + 1e-9)
     assert max(per_user) * 10**6 == pytest.approx(p.variance(), rel=1e-4)
 
@@ -54,21 +54,21 @@ def test_rsum_rm_worked_examples():
     p = protocol("rsum_rm", epsilon=1.0, delta=1e-8, n=10**4, messages=2, bound="bennett")
     assert p.p == [3, 9] and p.K == [3, 10]
     assert p.gammas == pytest.approx([0.074667, 0.190731], abs=1e-6)
-    p = protocol("rsum_rm", epsilon=1.0, delta=1e-10, n=10**5, messages=2)
+    p = protocol("rsum_rm", epsilon=1.0, delta=1e-10, n=10**5, messages=2, bound="closed_form")
     assert p.p == [4, 47]
     assert p.gammas == pytest.approx([0.05468, 0.65621], abs=1e-5)
-    p = protocol("rsum_rm", epsilon=1.0, delta=1e-12, n=10**6)  # m = round(log3 log2 n) = 3
+    p = protocol("rsum_rm", epsilon=1.0, delta=1e-12, n=10**6, bound="closed_form")  # m = round(log3 log2 n) = 3
     assert p.m == 3 and p.p == [2, 5, 99]
     assert p.gammas == pytest.approx([0.00741, 0.01854, 0.37073], abs=1e-5)
 
 
 def test_rsum_rm_closed_form_caps_last_level():
     """Spec pitfall 1: n=1e4, eps=1, delta=1e-8, m=2 gives p=[3,9] and gamma_2 > 1 with the closed
-    form; the closed-form default caps p_m so that K_m = p_m + 1 stays below p_max."""
-    p = protocol("rsum_rm", epsilon=1.0, delta=1e-8, n=10**4, messages=2)
+    form; the closed-form bound caps p_m so that K_m = p_m + 1 stays below p_max."""
+    p = protocol("rsum_rm", epsilon=1.0, delta=1e-8, n=10**4, messages=2, bound="closed_form")
     assert p.p == [3, 8] and max(p.gammas) < 1
     with pytest.raises(OutOfDomainError, match="gamma"):
-        protocol("rsum_rm", epsilon=1.0, delta=1e-8, n=10**4, precisions=[3, 9])
+        protocol("rsum_rm", epsilon=1.0, delta=1e-8, n=10**4, precisions=[3, 9], bound="closed_form")
 
 
 def test_rsum_dsg_worked_example():
@@ -89,12 +89,12 @@ def test_rsum_rr_worked_example():
         protocol("rsum_rr", epsilon=1.0, delta=1e-6, n=10**5, accounting="cheu2019")
 
 
-def test_rsum_rr_default_uses_cheu_corollary47():
+def test_rsum_rr_cheu_corollary47():
     from shuffledp.shuffle.counting import cheu_corollary47_epsilon
 
     n = 10**6
-    p = protocol("rsum_rr", epsilon=EPS, delta=DELTA, n=n)
-    assert p.accounting == "cheu_cor47" and p.r == 900
+    p = protocol("rsum_rr", epsilon=EPS, delta=DELTA, n=n, accounting="cheu_cor47")
+    assert p.accounting == p.bound_used == "cheu_cor47" and p.r == 900
     N = n * p.r
     e_bit = cheu_corollary47_epsilon(p.flip * N, N, p.delta_bit)
     assert e_bit == pytest.approx(EPS / p.r, rel=1e-9)
@@ -152,12 +152,12 @@ def test_local_randomizers_match_their_probabilities(rng):
 
 def test_privacy_equals_accounting():
     n = 10**6
-    kr = protocol("rsum_kr", epsilon=EPS, delta=DELTA, n=n)
+    kr = protocol("rsum_kr", epsilon=EPS, delta=DELTA, n=n, bound="closed_form")
     ref = shuffle_statement(kr.eps_l, n, DELTA, "blanket", bound="closed_form", randomizer="krr", k=kr.k + 1)
     assert (kr.privacy().eps, kr.privacy().delta) == (ref.eps, ref.delta)
     assert kr.privacy().eps == pytest.approx(EPS, rel=1e-9)
 
-    rm = protocol("rsum_rm", epsilon=EPS, delta=DELTA, n=n)
+    rm = protocol("rsum_rm", epsilon=EPS, delta=DELTA, n=n, bound="closed_form")
     # each level's eps_l is the exact eps of its sampled blanket probability (rounded up)
     parts = [shuffle_statement(krr_local_epsilon(K, g), n, DELTA / rm.m, "blanket", bound="closed_form",
                                randomizer="krr", k=K) for K, g in zip(rm.K, rm.gammas)]
@@ -211,7 +211,7 @@ def test_unbiased_and_exact_variance_n1e5(name, kw, rng):
     x = _normal_data(n)
     p = protocol(name, epsilon=EPS, delta=DELTA, n=n, **kw)
     est = _sims(p, x, R, rng)
-    var = p.variance(values=x)
+    var = p.sum_variance(x)
     assert var <= p.variance() * (1 + 1e-12)  # the data's variance is below the worst case
     lo, hi = variance_ratio_band(R)
     assert lo < est.var(ddof=1) / var < hi
@@ -228,7 +228,7 @@ def test_rmse_matches_closed_form_n1e6(name, rng):
     est = _sims(p, x, R, rng)
     mse = np.mean((est - x.sum()) ** 2)
     lo, hi = variance_ratio_band(R + 1)
-    assert lo < mse / p.variance(values=x) < hi
+    assert lo < mse / p.sum_variance(x) < hi
 
 
 def test_extreme_inputs_unbiased(rng):
@@ -237,7 +237,7 @@ def test_extreme_inputs_unbiased(rng):
         for p in (RSumRM(1.0, 1e-8, n, messages=2, bound="bennett"), RSumKR(1.0, 1e-6, n),
                   RSumDSG(1.0, 1e-6, n), RSumRR(1.0, 1e-6, n, precision=3)):
             est = _sims(p, x, R, rng)
-            assert abs(est.mean() - x.sum()) / math.sqrt(p.variance(values=x) / R) < mean_z_bound(), (p, x[0])
+            assert abs(est.mean() - x.sum()) / math.sqrt(p.sum_variance(x) / R) < mean_z_bound(), (p, x[0])
 
 
 LAW = [("rsum_rr", {"precision": 4}), ("rsum_kr", {}), ("rsum_rm", {"bound": "bennett"}), ("rsum_dsg", {})]
@@ -252,7 +252,7 @@ def test_simulate_matches_pipeline_in_law(name, kw):
     run = np.array([pipeline.run(p, x, rng).values[0] for _ in range(R)])
     sim = np.array([pipeline.simulate(p, x, rng).values[0] for _ in range(R)])
     assert stats.ks_2samp(run, sim).pvalue > 1e-3
-    sd = math.sqrt(p.variance(values=x) / R)
+    sd = math.sqrt(p.sum_variance(x) / R)
     for arr in (run, sim):
         assert abs(arr.mean() - x.sum()) / sd < mean_z_bound()
 
@@ -274,16 +274,17 @@ def test_aggregate_is_mergeable_and_estimate_fields(name, kw, rng):
 # ----------------------------------------------------------------------------- bad input
 
 def test_rsum_pure_not_implemented():
-    with pytest.raises(ValidationError, match="not implemented"):
+    with pytest.raises(ValidationError, match="not implemented: it is built on cnt_pure"):
         protocol("rsum_pure", epsilon=0.01, delta=DELTA, n=10**7)
 
 
 def test_impossible_targets():
     with pytest.raises(OutOfDomainError, match="epsilon <= 1"):
-        protocol("rsum_kr", epsilon=1.5, delta=DELTA, n=10**6)
+        protocol("rsum_kr", epsilon=1.5, delta=DELTA, n=10**6, bound="closed_form")
     assert protocol("rsum_kr", epsilon=1.5, delta=DELTA, n=10**6, bound="bennett").privacy().eps <= 1.5 * (1 + 1e-9)
     with pytest.raises(OutOfDomainError, match="gamma"):
-        protocol("rsum_kr", epsilon=0.5, delta=DELTA, n=10**4, precision=50)
+        protocol("rsum_kr", epsilon=0.5, delta=DELTA, n=10**4, precision=50, bound="closed_form")
+    assert protocol("rsum_kr", epsilon=0.5, delta=DELTA, n=10**4, precision=50).bound_used == "bennett"
     with pytest.raises(OutOfDomainError):
         protocol("rsum_kr", epsilon=0.1, delta=DELTA, n=100)
     with pytest.raises(OutOfDomainError, match="too small"):
@@ -350,4 +351,4 @@ def test_rsum_rr_paper_thm54_calibration(rng):
     assert p.variance() > RSumRR(EPS, DELTA, n, precision=10, accounting="cheu2019").variance()
     x = _normal_data(n)
     est = _sims(p, x, 100, rng)
-    assert abs(est.mean() - x.sum()) / math.sqrt(p.variance(values=x) / 100) < mean_z_bound()
+    assert abs(est.mean() - x.sum()) / math.sqrt(p.sum_variance(x) / 100) < mean_z_bound()

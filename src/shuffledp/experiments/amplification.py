@@ -1,8 +1,8 @@
 """Reproduction: the survey's amplification Tables 1–4 and the composition figure of the chapter
 "Variants of differential privacy" (Near and Abuah, Programming Differential Privacy).
 
-- Tables (delta = 1e-9, n in {1e4, 1e5, 1e6, 1e7}; grids from spec shuffle-amplification-sum-other.md
-  §1 because the survey's own grids were stripped): Thm 1 (EFMRTT19) forward and converse, Thm 1 next
+- Tables (delta = 1e-9, n in {1e4, 1e5, 1e6, 1e7}; grids chosen here
+  because the survey's own grids were stripped): Thm 1 (EFMRTT19) forward and converse, Thm 1 next
   to the modern numeric clone bounds, Thm 2 via the BBGN19 Hoeffding/Bennett blanket bounds
   (converse), Thm 3 (Cheu et al.) converse and forward, both the exact and the eq. (7) form,
   Thm 4 (BBGN19 Thm 3.1) converse for k = 2, 10, 100 and forward for k = 2. "None" = outside the
@@ -77,7 +77,7 @@ def _survey_blanket_domain(eps_l: float | None, n: int, delta: float) -> float |
 
 
 def amplification_tables(ns: tuple[int, ...] = NS, delta: float = TABLE_DELTA) -> list[Table]:
-    """Compute Tables 1–4 (and the forward companions) on the spec's grids."""
+    """Compute Tables 1–4 (and the forward companions) on the grids above."""
     ns = tuple(int(n) for n in ns)
     out: list[Table] = []
     eps_small = [0.05, 0.1, 0.2, 0.3, 0.4, 0.49]

@@ -1,8 +1,8 @@
-"""Seeded, chunked generators of key-value datasets for the HISKV (seed 004) experiments.
+"""Seeded, chunked generators of key-value datasets for the HISKV experiments.
 
-Synthetic sets GAUSS and LNR (linear) follow seed 004's qualitative description, and Zipf
+Synthetic sets GAUSS and LNR (linear) follow the HISKV paper's qualitative description, and Zipf
 (power-law); TalkingData-like and JData-like are *stand-ins* with the published characteristics
-(users, keys, mean pairs per user; spec D) — not the real data, which is not available offline.
+(users, keys, mean pairs per user) — not the real data, which is not available offline.
 Every recipe is [R] (reconstructed) except the published counts; see docs/keyvalue.md.
 
 All generators are vectorised over users and stream chunks (``iter_chunks``), so 10^6 users take
@@ -62,10 +62,10 @@ class DatasetSpec:
 
 
 DATASETS: dict[str, DatasetSpec] = {
-    # TalkingData (seed 004): 60 822 devices, 306 app categories, mean ~21.1 pairs, 98% < 50
+    # TalkingData (as the HISKV paper describes it): 60 822 devices, 306 app categories, mean ~21.1 pairs, 98% < 50
     "talkingdata": DatasetSpec("talkingdata", 60_822, 306, "negbin", 20.1, "zipf", "uniform-means", 0.3,
                                label="TalkingData-like (stand-in)"),
-    # JData (seed 004): 105 180 users, 442 brands; pairs per user not published (default 5)
+    # JData (as the HISKV paper describes it): 105 180 users, 442 brands; pairs per user not published (default 5)
     "jdata": DatasetSpec("jdata", 105_180, 442, "negbin", 4.0, "zipf", "uniform-means", 0.3, zipf_s=1.1,
                          label="JData-like (stand-in)"),
     "gauss": DatasetSpec("gauss", 1_000_000, 100, "poisson", 2.0, "gauss", "gauss-means", 0.2,

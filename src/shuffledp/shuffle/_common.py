@@ -20,6 +20,9 @@ from ..core.validation import check_real_values
 from ..local.bits import UNIFORM_PRECISION, grid_fraction, log_ratio_up
 
 __all__ = [
+    "need_delta",
+    "check_true_counts",
+    "check_int_statistic",
     "check_bits",
     "check_unit_values",
     "check_statistic",
@@ -55,6 +58,31 @@ def split_and_mix_sigma_at(n_messages: int, n: int, modulus: int, design_sigma: 
     capped at the design value when ``n`` is at least the design ``n``. <= 0 means insecure."""
     sigma = ((n_messages - 1) * (math.log2(n) - math.log2(math.e)) - math.log2(modulus)) / 2.0
     return min(sigma, float(design_sigma)) if n >= design_n else sigma
+
+
+def need_delta(delta: float, name: str) -> None:
+    """Refuse delta = 0 for an (eps, delta) protocol (ValidationError naming ``delta``)."""
+    if not delta:
+        raise ValidationError(f"{name} is an (eps, delta) protocol: delta must lie in (0, 1), got 0",
+                              parameter="delta")
+
+
+def check_true_counts(data: Any, d: int) -> np.ndarray:
+    """The true counts a protocol's exact simulation starts from: ``d`` non-negative integers (int64)."""
+    c = np.asarray(data)
+    if c.shape != (d,) or c.dtype == np.bool_ or not np.issubdtype(c.dtype, np.integer) or (c.size and c.min() < 0):
+        raise ValidationError(f"data must be the true counts: {d} non-negative integers", parameter="data")
+    return c.astype(np.int64)
+
+
+def check_int_statistic(statistic: Any, length: int) -> np.ndarray:
+    """A protocol's integer statistic of shape ``(length,)`` (int64)."""
+    s = np.asarray(statistic)
+    if s.shape != (length,) or s.dtype == np.bool_ or not np.issubdtype(s.dtype, np.integer):
+        raise ValidationError(f"statistic must be an integer array of shape ({length},), got {s.shape} {s.dtype}",
+                              parameter="statistic")
+    return s.astype(np.int64)
+
 
 
 def check_bits(values: Any, name: str = "values") -> np.ndarray:
@@ -112,12 +140,6 @@ def randomized_rounding(x: np.ndarray, p: int, rng: np.random.Generator) -> np.n
     """
     lo, r = rounding_parts(x, p)
     return lo + (rng.random(lo.shape[0]) < r)
-
-
-def rounding_variance(x: np.ndarray, p: int) -> float:
-    """Sum over users of Var(fe_p(x_i)) = r_i (1 - r_i)."""
-    _, r = rounding_parts(x, p)
-    return float(np.sum(r * (1.0 - r)))
 
 
 # ----------------------------------------------------------------------------- k-ary RR with a blanket

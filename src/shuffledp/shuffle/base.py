@@ -188,8 +188,15 @@ class Protocol(ABC):
         """Expected communication per user in bits."""
         return self.messages_per_user * self.bits_per_message
 
-    def variance(self, n: int | None = None) -> float:
-        """Closed-form variance (or the stated error bound, squared) of one estimated total."""
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """Closed-form variance (or the stated error bound, squared) of one coordinate of the estimate.
+
+        One signature for every protocol: the variance of one estimated total (the count of a
+        counting protocol, one item's count of a histogram, the sum of a summation protocol) for
+        ``n`` users (default ``self.n``) when that coordinate's true value is ``value`` (a count,
+        or the true sum). Protocols whose variance does not depend on the true value ignore
+        ``value``; each subclass says what it returns.
+        """
         raise NotImplementedError(f"{type(self).__name__} states no closed-form variance")
 
     # --- deployment -------------------------------------------------------------------

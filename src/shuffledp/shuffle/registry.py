@@ -14,31 +14,45 @@ from ..core.errors import ValidationError
 from ..local.registry import check_parameters, constructor_parameters
 from .base import Protocol
 
-__all__ = ["PROTOCOL_MODULES", "protocol", "protocol_class", "protocol_parameters", "available_protocols"]
+__all__ = ["PROTOCOL_MODULES", "NOT_IMPLEMENTED", "protocol", "protocol_class", "protocol_parameters",
+           "available_protocols"]
 
-#: registry name -> module (relative to shuffledp.shuffle) that defines it in ``PROTOCOLS``
+#: registry name -> module (relative to shuffledp.shuffle) that defines it in ``PROTOCOLS``;
+#: one protocol per module (``uniformity`` holds the two testers ``put`` and ``aut``)
 PROTOCOL_MODULES: dict[str, str] = {
     # counting (bits)
-    "cnt_rr": "counting", "cnt_2m": "counting", "cnt_pure": "counting", "cnt_sgm": "counting",
-    "cnt_bn": "counting",
+    "cnt_rr": "counting.randomized_response", "cnt_2m": "counting.two_message", "cnt_bn": "counting.binomial",
+    "cnt_sgm": "counting.split_and_mix",
     # histograms (ints in [0, d))
-    "hist_kr": "histogram", "hist_mm": "histogram", "slh": "histogram", "murs": "histogram",
-    "prhr": "histogram", "pucm": "histogram",
+    "hist_kr": "histogram.kr", "hist_mm": "histogram.mm", "slh": "histogram.slh", "murs": "histogram.murs",
+    "prhr": "histogram.prhr", "pucm": "histogram.pucm",
     # multi-value (an (n, k) int array)
-    "fragmenting": "multi", "sample_one": "multi",
+    "fragmenting": "fragmenting", "sample_one": "sample_one",
     # sums (floats in [0, 1])
-    "rsum_rr": "sums", "rsum_kr": "sums", "rsum_rm": "sums", "rsum_dsg": "sums", "rsum_pure": "sums",
+    "rsum_rr": "sums.rsum_rr", "rsum_kr": "sums.rsum_kr", "rsum_rm": "sums.rsum_rm", "rsum_dsg": "sums.rsum_dsg",
     # other statistics
-    "distinct": "other", "range_count": "other", "put": "other", "aut": "other",
+    "distinct": "distinct", "range_count": "range_count", "put": "uniformity", "aut": "uniformity",
     # baselines in the local and central models (the survey's comparisons)
-    "ldp_rr": "baselines", "ldp_krr": "baselines", "ldp_harmony": "baselines", "ldp_oracle": "baselines",
-    "cdp_laplace_count": "baselines", "cdp_laplace_hist": "baselines", "cdp_laplace_sum": "baselines",
+    "ldp_rr": "baselines.ldp_rr", "ldp_krr": "baselines.ldp_krr", "ldp_harmony": "baselines.ldp_harmony",
+    "ldp_oracle": "baselines.ldp_oracle", "cdp_laplace_count": "baselines.cdp_laplace_count",
+    "cdp_laplace_hist": "baselines.cdp_laplace_hist", "cdp_laplace_sum": "baselines.cdp_laplace_sum",
+}
+
+_PURE_PAPER = ("Ghazi, Golowich, Kumar, Manurangsi, Pagh, Velingker, \"Pure Differentially Private Summation from "
+               "Anonymous Messages\", ITC 2020")
+
+#: survey protocols that are deliberately not implemented, with the reason
+NOT_IMPLEMENTED: dict[str, str] = {
+    "cnt_pure": f"the paper's protocol text ({_PURE_PAPER}, arXiv 2002.01919 §3) is unavailable",
+    "rsum_pure": f"it is built on cnt_pure, whose protocol text ({_PURE_PAPER}) is unavailable",
 }
 
 
 def protocol_class(name: str) -> type[Protocol]:
     """The class registered as ``name``."""
     key = name.lower() if isinstance(name, str) else name
+    if key in NOT_IMPLEMENTED:
+        raise ValidationError(f"protocol {name!r} is not implemented: {NOT_IMPLEMENTED[key]}", parameter="name")
     if key not in PROTOCOL_MODULES:
         raise ValidationError(f"unknown protocol {name!r}; choose one of {sorted(PROTOCOL_MODULES)}",
                               parameter="name")
