@@ -189,11 +189,11 @@ def test_simulate_statistic_matches_client_path(cls, kw, rng):
                                      ("ldpkv", {}), ("pckv-ue", {"ell": 2}), ("pckv-grr", {"ell": 2}),
                                      ("hiskv", {"ell": 2, "beta": 0.3})])
 def test_mergeable_and_reports_validate(name, kw, rng):
-    from shuffledp.local import concat_reports
+    from shuffledp.local import concat_rows
     m = keyvalue_mechanism(name, 1.0, 5, **kw)
     a, b = population(300, 5, 3, rng), population(200, 5, 3, rng)
     ra, rb = m.randomize(a, rng), m.randomize(b, rng)
-    both = concat_reports([ra, rb])
+    both = concat_rows([ra, rb])
     np.testing.assert_array_equal(m.aggregate(both), m.aggregate(ra) + m.aggregate(rb))
     checked = m.validate_reports(both)
     np.testing.assert_array_equal(m.aggregate(checked), m.aggregate(both))

@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 
 from shuffledp.core import ValidationError
-from shuffledp.local import concat_reports, frequency_oracle, n_reports
+from shuffledp.local import concat_rows, frequency_oracle, n_rows
 from shuffledp.local.apple import (CountMeanSketch, HadamardCountMeanSketch, TabulationHashFamily,
                                    grouped_bit_sums)
 from shuffledp.local.bits import unpack_rows
@@ -315,16 +315,16 @@ def test_mergeable_and_n1(cls, rng):
     mech = cls(1.0, 30, k=8, m=64)
     r1 = mech.randomize(rng.integers(0, 30, 700), rng)
     r2 = mech.randomize(rng.integers(0, 30, 300), rng)
-    both = concat_reports([r1, r2])
-    assert n_reports(both) == 1000
+    both = concat_rows([r1, r2])
+    assert n_rows(both) == 1000
     np.testing.assert_array_equal(mech.aggregate(both), mech.aggregate(r1) + mech.aggregate(r2))
     assert mech.aggregate(both).dtype == np.int64
     one = mech.randomize(np.array([7]), rng)
-    assert n_reports(one) == 1 and mech.validate_reports(one).keys() == one.keys()
+    assert n_rows(one) == 1 and mech.validate_reports(one).keys() == one.keys()
     est = mech.estimate(mech.aggregate(one), 1)
     assert est.values.shape == (30,) and np.all(np.isfinite(est.stderr)) and est.n == 1
     empty = mech.randomize(np.array([], dtype=np.int64), rng)
-    assert n_reports(empty) == 0 and not mech.aggregate(empty).any()
+    assert n_rows(empty) == 0 and not mech.aggregate(empty).any()
 
 
 def test_cms_reports_layout(rng):

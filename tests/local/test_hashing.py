@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shuffledp.core import ValidationError
-from shuffledp.local import concat_reports, frequency_oracle, n_reports
+from shuffledp.local import concat_rows, frequency_oracle, n_rows
 from shuffledp.local.hashing import (
     BinaryLocalHashing,
     LocalHashing,
@@ -172,8 +172,8 @@ def test_mergeable(rng):
     m = OptimizedLocalHashing(1.0, 50)
     r1 = m.randomize(rng.integers(0, 50, 100), rng)
     r2 = m.randomize(rng.integers(0, 50, 70), rng)
-    both = concat_reports([r1, r2])
-    assert n_reports(both) == 170
+    both = concat_rows([r1, r2])
+    assert n_rows(both) == 170
     np.testing.assert_array_equal(m.aggregate(both), m.aggregate(r1) + m.aggregate(r2))
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from shuffledp.core import ValidationError
-from shuffledp.local import MEAN_ORACLES, MeanOracle, concat_reports, mean_oracle, n_reports, take_reports
+from shuffledp.local import MEAN_ORACLES, MeanOracle, concat_rows, mean_oracle, n_rows, take_rows
 from shuffledp.local.mean import (
     DuchiMechanism,
     Harmony,
@@ -210,7 +210,7 @@ def _repetitions(m, x, R, rng):
     ests = np.empty((R, m.dim))
     stderr = np.empty((R, m.dim))
     for r in range(R):
-        e = m.estimate(m.aggregate(take_reports(reports, slice(r * n, (r + 1) * n))), n)
+        e = m.estimate(m.aggregate(take_rows(reports, slice(r * n, (r + 1) * n))), n)
         ests[r], stderr[r] = e.values, e.stderr
     return ests, stderr
 
@@ -259,8 +259,8 @@ def test_mergeable(name, eps, dim, rng):
     m = mean_oracle(name, eps, dim=dim)
     r1 = m.randomize(_population(dim, 300, rng), rng)
     r2 = m.randomize(_population(dim, 170, rng), rng)
-    both = concat_reports([r1, r2])
-    assert n_reports(both) == 470
+    both = concat_rows([r1, r2])
+    assert n_rows(both) == 470
     a, b, ab = m.aggregate(r1), m.aggregate(r2), m.aggregate(both)
     assert ab.shape == (dim,)
     if name in ("duchi", "harmony"):
@@ -273,7 +273,7 @@ def test_mergeable(name, eps, dim, rng):
     # reports pass their own validation, and a shuffled batch aggregates the same
     m.validate_reports(both)
     perm = rng.permutation(470)
-    np.testing.assert_allclose(m.aggregate(take_reports(both, perm)), ab, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(m.aggregate(take_rows(both, perm)), ab, rtol=1e-12, atol=1e-9)
 
 
 @pytest.mark.parametrize("name", sorted(MEAN_ORACLES))

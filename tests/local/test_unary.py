@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from shuffledp.core import ValidationError
-from shuffledp.local import concat_reports, frequency_oracle, n_reports, take_reports
+from shuffledp.local import concat_rows, frequency_oracle, n_rows, take_rows
 from shuffledp.local.bits import unpack_rows
 from shuffledp.local.packed import pack_rows
 from shuffledp.local.unary import OptimizedUnaryEncoding, SymmetricUnaryEncoding, UnaryEncoding
@@ -173,7 +173,7 @@ def test_unbiased_and_variance(name, eps, d, rng):
     x[: n // 2] = 0  # skewed: f_0 ~ 0.5
     f = np.bincount(x, minlength=d) / n
     rep = m.randomize(np.tile(x, R), rng)  # R * n users at once, split into rounds below
-    stats_ = np.stack([m.aggregate(take_reports(rep, slice(r * n, (r + 1) * n))) for r in range(R)])
+    stats_ = np.stack([m.aggregate(take_rows(rep, slice(r * n, (r + 1) * n))) for r in range(R)])
     ests = np.stack([m.estimate(s, n).values for s in stats_])
     lo, hi = variance_ratio_band(R)
     assert 0.9 < lo and hi < 1.1
@@ -214,11 +214,11 @@ def test_mergeable_and_shuffle_invariant(name, rng):
     m = frequency_oracle(name, 1.0, 77)
     r1 = m.randomize(rng.integers(0, 77, 1000), rng)
     r2 = m.randomize(rng.integers(0, 77, 517), rng)
-    both = concat_reports([r1, r2])
-    assert n_reports(both) == 1517
+    both = concat_rows([r1, r2])
+    assert n_rows(both) == 1517
     np.testing.assert_array_equal(m.aggregate(both), m.aggregate(r1) + m.aggregate(r2))
     perm = rng.permutation(1517)
-    np.testing.assert_array_equal(m.aggregate(take_reports(both, perm)), m.aggregate(both))
+    np.testing.assert_array_equal(m.aggregate(take_rows(both, perm)), m.aggregate(both))
     np.testing.assert_array_equal(m.aggregate(both), unpack_rows(both["bits"], 77).sum(axis=0))
     assert m.validate_reports(both)["bits"] is both["bits"]
 

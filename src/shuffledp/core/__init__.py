@@ -1,11 +1,16 @@
 """Small shared types: Estimate, PrivacyStatement, validation errors, RNG policy."""
 
+from .batch import Columns, concat_rows, n_rows, take_rows
 from .errors import OutOfDomainError, ShuffleDPError, ValidationError
 from .estimate import Estimate
 from .privacy import PrivacyStatement, round_up
 from .rng import as_generator, secure_rng, simulation_rng
 
 __all__ = [
+    "Columns",
+    "concat_rows",
+    "n_rows",
+    "take_rows",
     "Estimate",
     "PrivacyStatement",
     "round_up",

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..core.batch import Columns, concat_rows, n_rows, take_rows
 from ..core.errors import ValidationError
 from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
@@ -45,30 +46,17 @@ __all__ = [
     "check_reports",
 ]
 
-Reports = dict[str, np.ndarray]
+#: A columnar report batch (:data:`shuffledp.core.batch.Columns`): one row per user.
+Reports = Columns
+
+# The batch helpers of :mod:`shuffledp.core.batch` under their former names (the service layer
+# imports them from here).
+n_reports = n_rows
+concat_reports = concat_rows
+take_reports = take_rows
 
 #: Users processed per chunk on O(n*d) paths so memory stays bounded.
 DEFAULT_CHUNK = 1 << 16
-
-
-def n_reports(reports: Reports) -> int:
-    """Number of users in a columnar report batch."""
-    if not reports:
-        return 0
-    return int(next(iter(reports.values())).shape[0])
-
-
-def concat_reports(parts: list[Reports]) -> Reports:
-    """Concatenate report batches (same fields) along the user axis."""
-    if not parts:
-        raise ValidationError("concat_reports needs at least one batch", parameter="parts")
-    keys = parts[0].keys()
-    return {k: np.concatenate([p[k] for p in parts], axis=0) for k in keys}
-
-
-def take_reports(reports: Reports, idx: np.ndarray | slice) -> Reports:
-    """Select users ``idx`` (a permutation shuffles a batch)."""
-    return {k: v[idx] for k, v in reports.items()}
 
 
 def check_rng(rng: Any) -> np.random.Generator:
@@ -316,7 +304,7 @@ class LocalRandomizer(ABC):
     def run(self, values: Any, rng: np.random.Generator | int | None = None) -> Estimate:
         """Convenience: randomize, aggregate and estimate in one call (simulation)."""
         reports = self.randomize(values, rng)
-        return self.estimate(self.aggregate(reports), n_reports(reports))
+        return self.estimate(self.aggregate(reports), n_rows(reports))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(epsilon={self.epsilon:g})"
@@ -454,7 +442,3 @@ class MeanOracle(LocalRandomizer):
             raise ValidationError(f"values must have {self.dim} columns, got {arr.shape[1]}", parameter="values")
         return arr
 
-
-def exp_eps(eps: float) -> float:
-    """e^eps (helper with a readable name)."""
-    return math.exp(eps)
