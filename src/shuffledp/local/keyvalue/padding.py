@@ -513,11 +513,6 @@ class HISKV(PaddingSamplingKeyValue):
         est.extra["length_histogram"] = s[2 * self.d_ext: 2 * self.d_ext + self.max_length]
         return est
 
-    def fitted_length(self, statistic: np.ndarray) -> int:
-        """OETL's truncation length from the length histogram inside a statistic."""
-        s = np.asarray(statistic)
-        return self.oetl.truncation_length(s[2 * self.d_ext: 2 * self.d_ext + self.max_length])
-
     def collect(self, data: Any, rng: np.random.Generator) -> tuple[KeyValueEstimate, "HISKV"]:
         """Two-phase protocol: OETL on a random beta fraction fixes ell, LRR_KV on the others.
 

@@ -457,24 +457,8 @@ class PrivKVM(PrivKV):
                            minlength=3 * self.d * self.rounds).astype(np.int64)
 
     def simulate_statistic(self, sample_counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        raise NotImplementedError("PrivKVM is adaptive; simulate round by round with simulate_round")
-
-    def simulate_round(self, sample_counts: np.ndarray, r: int, fake: np.ndarray,
-                       rng: np.random.Generator) -> np.ndarray:
-        """Exact per-key simulation of round ``r`` given per-key fake means ``fake`` (shape (..., d))."""
-        c = np.asarray(sample_counts, dtype=np.int64)
-        p1, p2 = float(self.round_p1[r]), self.p2
-        out = np.zeros(c.shape, dtype=np.int64)
-        for z in (1, 2):
-            out += rng.multinomial(c[..., z], self._round_matrix(r, 0.0)[z])
-        fp = (1 + fake) / 2 * p2 + (1 - fake) / 2 * (1 - p2)
-        non = c[..., 0]
-        kept = rng.binomial(non, p1)
-        plus = rng.binomial(non - kept, fp)
-        out[..., 0] += kept
-        out[..., 1] += plus
-        out[..., 2] += non - kept - plus
-        return out.reshape(*c.shape[:-2], 3 * self.d)
+        raise NotImplementedError("PrivKVM is adaptive (round r's fake means come from round r-1's estimate): "
+                                  "run it with collect(data, rng)")
 
     def estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
         """Frequencies from round 1; means from the last round (its clipped estimate)."""
