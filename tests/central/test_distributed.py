@@ -63,7 +63,7 @@ def test_release_runs_the_protocol():
 def test_robust_variant():
     m = DistributedGeometricMechanism(1.0, 100, honest_fraction=0.5)
     assert m.shape == Fraction(1, 50)
-    assert m.privacy.gamma == 0.5
+    assert m.privacy().gamma == 0.5
     assert m.variance == pytest.approx(2 * DistributedGeometricMechanism(1.0, 100).variance)
     with pytest.raises(ValidationError, match="honest_fraction"):
         DistributedGeometricMechanism(1.0, 3, honest_fraction=0.2)

@@ -116,14 +116,14 @@ def test_discrete_gaussian_calibration():
 
 def test_privacy_statements_and_variance():
     for m in all_mechanisms():
-        st = m.privacy
+        st = m.privacy()
         assert isinstance(st, PrivacyStatement) and st.model == "central"
         assert st.eps == m.epsilon
         assert m.variance > 0
-    assert DiscreteLaplaceMechanism(1.0).privacy.pure
+    assert DiscreteLaplaceMechanism(1.0).privacy().pure
     assert GeometricMechanism is DiscreteLaplaceMechanism
-    assert GaussianMechanism(1.0, 1e-5).privacy.delta == 1e-5
-    assert DiscreteLaplaceMechanism(1.0, neighbouring="add_remove_one").privacy.neighbouring == "add_remove_one"
+    assert GaussianMechanism(1.0, 1e-5).privacy().delta == 1e-5
+    assert DiscreteLaplaceMechanism(1.0, neighbouring="add_remove_one").privacy().neighbouring == "add_remove_one"
 
 
 def test_gaussian_grid_calibration():

@@ -158,7 +158,7 @@ def test_cms_privacy_full_size_log_probabilities(rng):
     lp = np.stack([mech.log_probabilities(reports, x) for x in range(50)])
     assert np.all(np.isfinite(lp))
     assert (lp.max(axis=0) - lp.min(axis=0)).max() <= mech.effective_epsilon + 1e-9
-    assert mech.privacy.eps == mech.effective_epsilon and mech.privacy.model == "local"
+    assert mech.privacy().eps == mech.effective_epsilon and mech.privacy().model == "local"
     assert mech.effective_epsilon > 1.0 - 1e-3
 
 
@@ -306,7 +306,7 @@ def test_stderr_matches_variance(rng):
         mech = cls(2.0, d, k=16, m=32)
         est = mech.estimate(mech.aggregate(mech.randomize(x, rng)), n)
         np.testing.assert_allclose(est.stderr, np.sqrt(mech.variances(n, np.clip(est.values, 0, 1))), rtol=0.05)
-        assert est.privacy == mech.privacy
+        assert est.privacy == mech.privacy()
 
 
 # --- contract --------------------------------------------------------------------------------

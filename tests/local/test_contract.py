@@ -423,5 +423,5 @@ def test_real_outputs_probabilities_cover_the_grid(name, eps):
         p = np.asarray(mech.probabilities({"t": grid}, x), dtype=np.float64)
         assert p.sum() == pytest.approx(1.0, abs=1e-12) and np.all(p > 0)
         assert mech.probabilities({"t": np.nextafter(grid[:3], np.inf)}, x).max() == 0.0  # off-grid: impossible
-    assert worst_case_log_ratio(mech, {"t": grid}, inputs) <= mech.privacy.eps + 1e-12
-    assert mech.privacy.eps <= eps
+    assert worst_case_log_ratio(mech, {"t": grid}, inputs) <= mech.privacy().eps + 1e-12
+    assert mech.privacy().eps <= eps

@@ -357,8 +357,8 @@ def test_registry(name, cls):
     m = mean_oracle(name, 1.5, dim=2)
     assert type(m) is cls and isinstance(m, MeanOracle)
     assert m.dim == 2 and m.epsilon == 1.5
-    assert m.privacy.eps <= 1.5 and m.privacy.eps == pytest.approx(1.5, rel=1e-9) and m.privacy.model == "local"
-    assert m.privacy.eps == m.effective_epsilon
+    assert m.privacy().eps <= 1.5 and m.privacy().eps == pytest.approx(1.5, rel=1e-9) and m.privacy().model == "local"
+    assert m.privacy().eps == m.effective_epsilon
     assert "dim=2" in repr(m)
     assert mean_oracle(name, 1.5).dim == 1
 
@@ -494,7 +494,7 @@ def test_effective_epsilon_is_exact_and_within_request(name, eps, dim):
         assert Fraction(H, L) ** power < Fraction(math.exp(eps)) * (1 - Fraction(1, 2**50))
     exact = power * max(math.log(H / L) for H, L in ratios)
     assert exact <= m.effective_epsilon <= eps
-    assert m.privacy.eps == m.effective_epsilon and m.privacy.delta == 0.0
+    assert m.privacy().eps == m.effective_epsilon and m.privacy().delta == 0.0
     if eps <= 12.0:
         assert m.effective_epsilon == pytest.approx(eps, rel=1e-9)
     else:  # integers <= 2^53 cap the ratio: the statement is the smaller, true eps

@@ -24,7 +24,7 @@ def test_parameters_and_registry():
     assert m.f * 2**20 == int(m.f * 2**20) and raw <= m.f < raw + 2**-20
     assert m.epsilon_inf <= 1.0 and m.epsilon_inf == pytest.approx(1.0, abs=1e-4)
     assert m.epsilon_one < m.epsilon_inf
-    assert m.privacy.eps == 1.0 and m.privacy.model == "local"
+    assert m.privacy().eps == 1.0 and m.privacy().model == "local"
     for eps, h in [(0.1, 1), (2.0, 3), (8.0, 2)]:
         f = rappor_f_for_epsilon(eps, h)
         assert 2 * h * math.log((1 - f / 2) / (f / 2)) <= eps

@@ -39,8 +39,8 @@ def test_registry_and_parameters():
         assert m.q >= m.q_ideal and m.p <= m.p_ideal
         assert m.effective_epsilon <= m.epsilon
         assert m.effective_epsilon > m.epsilon - 1e-6
-        assert m.privacy.eps == m.effective_epsilon and m.privacy.delta == 0.0
-        assert m.privacy.model == "local" and m.privacy.neighbouring == "replace_one"
+        assert m.privacy().eps == m.effective_epsilon and m.privacy().delta == 0.0
+        assert m.privacy().model == "local" and m.privacy().neighbouring == "replace_one"
         assert "UnaryEncoding" in repr(m)
 
 

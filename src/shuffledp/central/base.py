@@ -22,6 +22,7 @@ import numpy as np
 
 from ..core.errors import ValidationError
 from ..core.privacy import PrivacyStatement
+from ..core.validation import check_positive_int
 
 __all__ = [
     "CentralMechanism",
@@ -124,10 +125,22 @@ class CentralMechanism(ABC):
     def simulate(self, true_values: Any, rng: np.random.Generator) -> np.ndarray:
         """Vectorized simulation of releases with a caller's generator (never a release)."""
 
-    @property
+    def privacy(self, n: int | None = None) -> PrivacyStatement:
+        """The guarantee of one release (model ``"central"``).
+
+        ``n``, the number of users, is accepted so that every contract (local oracles, protocols,
+        central and key-value mechanisms) has one ``privacy(n=None)``; a central mechanism's
+        guarantee depends on the query's sensitivity, not on ``n``, so ``n`` is only validated
+        (an integer >= 1) and otherwise ignored. Subclasses state their guarantee in
+        :meth:`_privacy`.
+        """
+        if n is not None:
+            check_positive_int(n, "n")
+        return self._privacy()
+
     @abstractmethod
-    def privacy(self) -> PrivacyStatement:
-        """The guarantee of one release (model ``"central"``)."""
+    def _privacy(self) -> PrivacyStatement:
+        """The guarantee of one release, independent of the number of users."""
 
     @property
     @abstractmethod

@@ -98,8 +98,7 @@ class DistributedGeometricMechanism(CentralMechanism):
         self.rate = Fraction(self.epsilon) / self.sensitivity
         self.alpha = math.exp(-self.epsilon / self.sensitivity)
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         return PrivacyStatement(self.epsilon, 0.0, "central", self.neighbouring,  # type: ignore[arg-type]
                                 gamma=self.honest_fraction,
                                 note=f"DistributedGeometric(parties={self.parties}, sensitivity={self.sensitivity}): "

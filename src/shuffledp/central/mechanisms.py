@@ -156,8 +156,7 @@ class DiscreteLaplaceMechanism(CentralMechanism):
         #: exact noise scale Delta / eps
         self.scale = Fraction(self.sensitivity) / Fraction(self.epsilon)
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         return PrivacyStatement(self.epsilon, 0.0, "central", self.neighbouring,
                                 note=f"{type(self).__name__}(sensitivity={self.sensitivity})")
 
@@ -295,8 +294,7 @@ class LaplaceMechanism(_GridMixin, CentralMechanism):
         #: exact noise scale in grid units: D_g / eps
         self.grid_scale = Fraction(self.grid_sensitivity) / Fraction(self.epsilon)
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         return PrivacyStatement(self.epsilon, 0.0, "central", self.neighbouring,
                                 note=f"LaplaceMechanism(sensitivity={self.sensitivity:g}) on grid "
                                      f"2^{self.granularity_exponent}, grid sensitivity {self.grid_sensitivity}")
@@ -412,8 +410,7 @@ class GaussianMechanism(_GridMixin, CentralMechanism):
         """zCDP parameter D_g^2 / (2 s^2) of the grid mechanism."""
         return self.grid_sensitivity ** 2 / (2.0 * self.grid_sigma ** 2)
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         return PrivacyStatement(self.epsilon, self.delta, "central", self.neighbouring,
                                 note=f"GaussianMechanism({self.calibration}, sigma={self.sigma:.6g}) on grid "
                                      f"2^{self.granularity_exponent}; exact discrete delta {self.exact_delta:.3g}; "
@@ -507,8 +504,7 @@ class DiscreteGaussianMechanism(CentralMechanism):
         """zCDP parameter D^2 / (2 sigma^2)."""
         return self.sensitivity ** 2 / (2.0 * self.sigma ** 2)
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         return PrivacyStatement(self.epsilon, self.delta, "central", self.neighbouring,
                                 note=f"DiscreteGaussianMechanism(sigma={self.sigma:.6g}, sensitivity="
                                      f"{self.sensitivity}); exact delta {self.exact_delta:.3g}; rho={self.rho:.6g}-zCDP")
@@ -600,8 +596,7 @@ class BinomialMechanism(CentralMechanism):
                 raise ValidationError(f"trials={n} gives exact delta {self.exact_delta:.3g} > {self.delta}",
                                       parameter="trials")
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         ed = "n/a" if self.exact_delta is None else f"{self.exact_delta:.3g}"
         return PrivacyStatement(self.epsilon, self.delta, "central", self.neighbouring,
                                 note=f"BinomialMechanism(N={self.trials}, {self.calibration}); exact delta {ed}")

@@ -339,12 +339,12 @@ class _CountMeanSketchBase(FrequencyOracle):
             f = st["Pinv"] @ T / n
             fc = np.clip(f, 0.0, 1.0)
             var = self._exact_count_variances(fc * n) / n**2
-            return Estimate(f, np.sqrt(np.maximum(var, 0.0)), n, self.privacy, "frequency", extra=extra)
+            return Estimate(f, np.sqrt(np.maximum(var, 0.0)), n, self.privacy(), "frequency", extra=extra)
         f = (self.m / (self.m - 1)) * (T - n / self.m) / n
         fc = np.clip(f, 0.0, 1.0)
         s2 = np.maximum(min(1.0, float(np.sum(fc**2))) - fc**2, 0.0)
         var = self._count_variance(n, fc * n, s2 * n * n) / n**2
-        return Estimate(f, np.sqrt(np.maximum(var, 0.0)), n, self.privacy, "frequency", extra=extra)
+        return Estimate(f, np.sqrt(np.maximum(var, 0.0)), n, self.privacy(), "frequency", extra=extra)
 
     def _count_variance(self, n: float, f: Any, s2: Any) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -500,8 +500,7 @@ class CountMeanSketch(_CountMeanSketchBase):
         self.c = 1.0 / (1.0 - 2.0 * self.q)
         self.n_bytes = (self.m + 7) // 8
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         """Each report is ``effective_epsilon``-LDP (replace-one), ``effective_epsilon <= epsilon``."""
         return PrivacyStatement(self.effective_epsilon, 0.0, "local", "replace_one",
                                 note=f"CountMeanSketch: dyadic flip probability q={self.q!r} "
@@ -693,8 +692,7 @@ class HadamardCountMeanSketch(_CountMeanSketchBase):
         self.p_flip = float(p)
         self.c = float(1 / (1 - 2 * p))  # = (e_eff + 1)/(e_eff - 1), e_eff = (1-p)/p
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         """Each report is ``effective_epsilon``-LDP (replace-one), ``effective_epsilon <= epsilon``."""
         return PrivacyStatement(self.effective_epsilon, 0.0, "local", "replace_one",
                                 note=f"HadamardCountMeanSketch: flip probability p={self.p_flip!r} on the grid "

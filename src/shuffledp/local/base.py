@@ -289,8 +289,19 @@ class LocalRandomizer(ABC):
     def probabilities(self, reports: Reports, x: Any) -> np.ndarray:
         """Pr[R(x) = y_i] (or the density) for each report y_i in ``reports``, input ``x``."""
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def privacy(self, n: int | None = None) -> PrivacyStatement:
+        """The guarantee each report carries (model ``"local"``, replace-one neighbouring).
+
+        ``n``, the number of users, is accepted so that every contract (local oracles, protocols,
+        central and key-value mechanisms) has one ``privacy(n=None)``; a local guarantee holds
+        for each report whatever ``n`` is, so it is only validated (an integer >= 1) and
+        otherwise ignored. Subclasses state their guarantee in :meth:`_privacy`.
+        """
+        if n is not None:
+            check_n(n)
+        return self._privacy()
+
+    def _privacy(self) -> PrivacyStatement:
         """Each report is eps-LDP (replace-one neighbouring on a single user's input)."""
         return PrivacyStatement(self.epsilon, 0.0, "local", "replace_one", note=f"{type(self).__name__}")
 
@@ -393,7 +404,7 @@ class FrequencyOracle(LocalRandomizer):
         f = (np.asarray(support_counts, dtype=np.float64) - n * q) / (n * (p - q))
         fc = np.clip(f, 0.0, 1.0)
         var = (q * (1 - q) + fc * (1 - p - q) * (p - q)) / (n * (p - q) ** 2)
-        return Estimate(f, np.sqrt(var), n, self.privacy, "frequency")
+        return Estimate(f, np.sqrt(var), n, self.privacy(), "frequency")
 
     @staticmethod
     def _pure_variance(n: int, f: float, p: float, q: float) -> float:

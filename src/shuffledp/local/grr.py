@@ -47,8 +47,7 @@ class GeneralizedRandomizedResponse(FrequencyOracle):
         self.p = float(p)
         self.q = float(self.q_exact)
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         """Each report is ``effective_epsilon``-LDP (replace-one), ``effective_epsilon <= epsilon``."""
         return PrivacyStatement(self.effective_epsilon, 0.0, "local", "replace_one",
                                 note=f"GeneralizedRandomizedResponse: p={self.p!r} on the grid 2^-{UNIFORM_PRECISION}; "

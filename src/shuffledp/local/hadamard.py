@@ -115,8 +115,7 @@ class HadamardResponse(FrequencyOracle):
         self._block = items // (b - 1)
         self._row = items % (b - 1) + 1
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         """Each report is ``effective_epsilon``-LDP (replace-one), ``effective_epsilon <= epsilon``."""
         return PrivacyStatement(self.effective_epsilon, 0.0, "local", "replace_one",
                                 note=f"HadamardResponse: uniform-report probability u={self.u!r} on the grid "
@@ -161,7 +160,7 @@ class HadamardResponse(FrequencyOracle):
         fc = np.clip(f, 0.0, 1.0)
         block_mass = np.bincount(self._block, weights=fc, minlength=self.blocks)[self._block]
         var = self._count_variance(1.0, fc, np.minimum(block_mass, 1.0)) / n
-        return Estimate(f, np.sqrt(np.maximum(var, 0.0)), n, self.privacy, "frequency",
+        return Estimate(f, np.sqrt(np.maximum(var, 0.0)), n, self.privacy(), "frequency",
                         extra={"blocks": self.blocks, "block_size": self.block_size})
 
     def _count_variance(self, n: float, f: Any, block_mass: Any) -> Any:

@@ -160,8 +160,7 @@ class LocalHashing(FrequencyOracle):
         self.p_star = self.p
         self.q_star = self.q + self.collision * (self.p - self.q)
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         """Each report is ``effective_epsilon``-LDP (replace-one), ``effective_epsilon <= epsilon``."""
         return PrivacyStatement(self.effective_epsilon, 0.0, "local", "replace_one",
                                 note=f"{type(self).__name__}: p={self.p!r} on the grid 2^-{UNIFORM_PRECISION}; "

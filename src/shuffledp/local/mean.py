@@ -198,8 +198,7 @@ class _SumMeanOracle(MeanOracle):
         """``g_max``: the largest value of the extra per-user variance term over ``t`` in [-1, 1]."""
         return 0.0
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         """Each report is ``effective_epsilon``-LDP (replace-one), ``effective_epsilon <= epsilon``."""
         return PrivacyStatement(
             self.effective_epsilon, 0.0, "local", "replace_one",
@@ -237,7 +236,7 @@ class _SumMeanOracle(MeanOracle):
         mc = np.clip(m, -1.0, 1.0)
         # conservative: worst of t^2 in [m^2, 1], plus the largest snapping term
         var = (np.maximum(a + b * mc**2, a + b) + self.snap_variance_bound()) / n
-        return Estimate(m, np.sqrt(np.maximum(var, 0.0)), n, self.privacy, "mean",
+        return Estimate(m, np.sqrt(np.maximum(var, 0.0)), n, self.privacy(), "mean",
                         extra={"mechanism": self.name, "dim": self.dim})
 
     def variance(self, n: int, f: Any = 0.0) -> Any:

@@ -336,8 +336,7 @@ class Rappor(FrequencyOracle):
         self._design_cache: tuple[bytes, _Design] | None = None
 
     # --- privacy statement -------------------------------------------------------------
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         """eps-LDP for every report sequence of one value (longitudinal PRR bound)."""
         return PrivacyStatement(self.epsilon, 0.0, "local", "replace_one",
                                 note=f"Rappor: longitudinal eps_inf={self.epsilon_inf:.6g} <= {self.epsilon:g}; "
@@ -520,7 +519,7 @@ class Rappor(FrequencyOracle):
         T = np.clip(np.einsum("jkm,m->jk", D.X, fc), 0.0, 1.0)  # Bloom-bit fraction per cohort
         w = (self.p01 * (1 - self.p01) + T * self._kappa) / (self.delta**2 * N)
         var = D.variance(fc, float(n), w)
-        return Estimate(vals, np.sqrt(var), int(n), self.privacy, "frequency",
+        return Estimate(vals, np.sqrt(var), int(n), self.privacy(), "frequency",
                         extra={"candidates": D.cands, "decode": decode, "mechanism": self.name})
 
     @property

@@ -79,8 +79,7 @@ class SubsetSelection(FrequencyOracle):
         self._log_out = math.log(float(1 - p)) - _log_binom(d - 1, w)
         self.item_dtype = np.int16 if d <= np.iinfo(np.int16).max + 1 else np.int32
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         """Each report is ``effective_epsilon``-LDP (replace-one), ``effective_epsilon <= epsilon``."""
         return PrivacyStatement(self.effective_epsilon, 0.0, "local", "replace_one",
                                 note=f"SubsetSelection: p*={self.p_star!r} on the grid 2^-{UNIFORM_PRECISION}; "

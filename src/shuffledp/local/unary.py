@@ -146,8 +146,7 @@ class UnaryEncoding(FrequencyOracle):
         ratio = (p * (1 - q)) / (q * (1 - p))
         return ratio <= Fraction(math.exp(self.epsilon)) * (1 - Fraction(1, 1 << 50))
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         """Each report is ``effective_epsilon``-LDP (replace-one), ``effective_epsilon <= epsilon``."""
         return PrivacyStatement(
             self.effective_epsilon, 0.0, "local", "replace_one",

@@ -477,7 +477,7 @@ class CdpLaplaceCount(_CentralBaseline):
         return c[1:] + simulate_discrete_laplace(float(self.mechanism.scale), 1, rng)
 
     def _privacy(self, n: int) -> PrivacyStatement:
-        st = self.mechanism.privacy
+        st = self.mechanism.privacy()
         return PrivacyStatement(st.eps, 0.0, "central", st.neighbouring,
                                 note="cdp_laplace_count: exact discrete Laplace(1/eps) on the count")
 
@@ -543,7 +543,7 @@ class CdpLaplaceHist(_CentralBaseline):
         return c + simulate_discrete_laplace(float(self.mechanism.scale), self.d, rng)
 
     def _privacy(self, n: int) -> PrivacyStatement:
-        st = self.mechanism.privacy
+        st = self.mechanism.privacy()
         return PrivacyStatement(st.eps, 0.0, "central", st.neighbouring,
                                 note=f"cdp_laplace_hist: exact discrete Laplace({self.sensitivity}/eps) per item")
 

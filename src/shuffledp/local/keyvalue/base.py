@@ -106,8 +106,7 @@ class KeyValueMechanism(LocalRandomizer):
             raise ValidationError(f"n must be an integer >= 1, got {n!r}", parameter="n")
         return int(n)
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         return PrivacyStatement(self.epsilon, 0.0, "local", "replace_one", note=type(self).__name__)
 
     def __repr__(self) -> str:

@@ -96,7 +96,7 @@ class PaddingSamplingKeyValue(KeyValueMechanism):
 
     def _estimate_counts(self, n1: np.ndarray, n2: np.ndarray, n: int) -> KeyValueEstimate:
         pe = self.point_estimates(n1, n2, n)
-        priv = self.privacy
+        priv = self.privacy()
         fcl = pe["f_clipped"]
         mcl = np.clip(np.nan_to_num(pe["m"]), -1, 1)
         freq = Estimate(pe["f"], np.sqrt(self.frequency_variance(n, fcl)), n, priv, "frequency")
@@ -547,8 +547,7 @@ class HISKV(PaddingSamplingKeyValue):
                 for c in cs]  # a small grid of candidate c
         return float(cs[int(np.argmin(cost))])
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         return PrivacyStatement(self.epsilon, 0.0, "local", "replace_one",
                                 note=f"HISKV: OETL (beta={self.beta:g}) or LRR_KV (ell={self.ell}, c={self.c:g}, "
                                      f"amplify={self.amplify}); "

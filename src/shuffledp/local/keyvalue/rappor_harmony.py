@@ -92,8 +92,7 @@ class RapporHarmony(KeyValueMechanism):
         self.C = self.harmony.C
         self.n_bytes = (self.d + 7) // 8
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         return PrivacyStatement(self.epsilon, 0.0, "local", "replace_one",
                                 note=f"RAPPOR+Harmony: key eps1={self.eps1:g} (unary, realised "
                                      f"{2 * math.log(self.p / self.q):.6g}) + value eps2={self.eps2:g} "
@@ -185,7 +184,7 @@ class RapporHarmony(KeyValueMechanism):
         if np.any(c < 0) or np.any(c > n) or np.any(np.abs(t) > c) or abs(T) > n:
             raise ValidationError("statistic is inconsistent with n reports", parameter="statistic")
         pe = self.point_estimates(c, t, T, n)
-        priv = self.privacy
+        priv = self.privacy()
         fcl = pe["f_clipped"]
         mcl = np.clip(np.nan_to_num(pe["m"]), -1, 1)
         freq = Estimate(pe["f"], np.sqrt(self.frequency_variance(n, fcl)), n, priv, "frequency")

@@ -142,7 +142,7 @@ class _RatioMeanMixin:
     def _ratio_estimate(self, stat: np.ndarray, n: int) -> KeyValueEstimate:
         pe = self.point_estimates(stat)
         d = self.d  # type: ignore[attr-defined]
-        priv = self.privacy  # type: ignore[attr-defined]
+        priv = self.privacy()  # type: ignore[attr-defined]
         freq = Estimate(pe["f"], self._stderr_f(pe["f"], n), n, priv, "frequency")  # type: ignore[attr-defined]
         mean = Estimate(pe["m"], _nan_stderr(d), n, priv, "mean")
         vsum = Estimate(pe["sum"], _nan_stderr(d), n, priv, "sum")
@@ -281,7 +281,7 @@ class KVOH(UniformSamplingKeyValue):
     def estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
         n = self._check_n(n)
         pe = self.point_estimates(_check_stat(statistic, 4 * self.d, self.name))
-        priv = self.privacy
+        priv = self.privacy()
         freq = Estimate(pe["f"], self._stderr_f(pe["f"], n), n, priv, "frequency")
         mean = Estimate(pe["m"], _nan_stderr(self.d), n, priv, "mean")
         vsum = Estimate(pe["sum"], _nan_stderr(self.d), n, priv, "sum")
@@ -353,13 +353,12 @@ class PrivKV(UniformSamplingKeyValue):
         stat = _check_stat(statistic, 3 * self.d, self.name)
         f, N, n1, n2 = self._frequency(stat)
         raw, corr = self._mean_from_counts(n1, n2, self.p2)
-        priv = self.privacy
+        priv = self.privacy()
         freq = Estimate(f, self._stderr_f(f, n), n, priv, "frequency")
         mean = Estimate(raw, _nan_stderr(self.d), n, priv, "mean", {"biased": True})
         return KeyValueEstimate(freq, mean, np.clip(f, 0, 1), corr, None, {"N": N})
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         return PrivacyStatement(self.epsilon, 0.0, "local", "replace_one",
                                 note=f"PrivKV: eps1={self.eps1:g} (key) + eps2={self.eps2:g} (value)")
 
@@ -470,7 +469,7 @@ class PrivKVM(PrivKV):
         for r in range(self.rounds):  # a handful of rounds
             c = stat[r].reshape(self.d, 3)
             raw, prev = self._mean_from_counts(c[:, 1], c[:, 2], self.p2, prev)
-        priv = self.privacy
+        priv = self.privacy()
         freq = Estimate(f, self._stderr_f(f, n), n, priv, "frequency")
         mean = Estimate(raw, _nan_stderr(self.d), n, priv, "mean", {"biased": True})
         return KeyValueEstimate(freq, mean, np.clip(f, 0, 1), prev, None, {"N": N})
@@ -495,7 +494,6 @@ class PrivKVM(PrivKV):
         inv = _inverse_mean_count(n, self.d)
         return inv * (a * (1 - a) / (a - b) ** 2 + f * (1 - f) * n / max(n - 1, 1)) - f * (1 - f) / max(n - 1, 1)
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         return PrivacyStatement(self.epsilon, 0.0, "local", "replace_one",
                                 note=f"PrivKVM: {self.rounds} rounds, schedule {self.schedule}, sequential composition")
