@@ -32,8 +32,8 @@ def test_distributed_geometric_statement_and_variance():
     assert isinstance(st, PrivacyStatement)
     assert (st.eps, st.delta, st.model, st.gamma) == (0.5, 0.0, "central", 1.0)
     # total noise of the honest parties is discrete Laplace with scale sensitivity / eps
-    assert m.variance == pytest.approx(discrete_laplace_variance(2 / 0.5))
-    assert m.share_variance * m.parties == pytest.approx(m.variance)
+    assert m.variance() == pytest.approx(discrete_laplace_variance(2 / 0.5))
+    assert m.share_variance * m.parties == pytest.approx(m.variance())
 
 
 def test_distributed_geometric_release_refuses_seed():

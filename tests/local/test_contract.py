@@ -165,18 +165,18 @@ def test_variance_bad_n_names_n(make, name, bad_n):
 
 @pytest.mark.parametrize("name", FREQ)
 @pytest.mark.parametrize("bad_f", [2.0, -0.1, float("nan"), float("inf"), True, "0.1"])
-def test_frequency_variance_bad_f_names_f(name, bad_f):
+def test_frequency_variance_bad_value_names_value(name, bad_f):
     with pytest.raises(ValidationError) as info:
         _freq(name).variance(100, bad_f)
-    assert info.value.parameter == "f"
+    assert info.value.parameter == "value"
 
 
 @pytest.mark.parametrize("name", MEAN)
 @pytest.mark.parametrize("bad_f", [1.5, -1.01, float("nan"), float("inf"), True])
-def test_mean_variance_bad_f_names_f(name, bad_f):
+def test_mean_variance_bad_value_names_value(name, bad_f):
     with pytest.raises(ValidationError) as info:
         _mean(name).variance(100, bad_f)
-    assert info.value.parameter == "f"
+    assert info.value.parameter == "value"
 
 
 @pytest.mark.parametrize("make,name", [(_freq, n) for n in FREQ] + [(_mean, n) for n in MEAN])

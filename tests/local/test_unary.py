@@ -289,7 +289,7 @@ def test_bad_reports_and_estimate_inputs(name, rng):
         m.estimate(np.zeros(9), 10)
     with pytest.raises(ValidationError, match="n must be"):
         m.estimate(np.zeros(10), 0)
-    with pytest.raises(ValidationError, match="f must be"):
+    with pytest.raises(ValidationError, match="value must be"):
         m.variance(10, 1.5)
     with pytest.raises(ValidationError, match="n must be"):
         m.variance(0, 0.1)

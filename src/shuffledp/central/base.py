@@ -22,7 +22,7 @@ import numpy as np
 
 from ..core.errors import ValidationError
 from ..core.privacy import PrivacyStatement
-from ..core.validation import check_positive_int
+from ..core.validation import check_positive_int, check_real
 
 __all__ = [
     "CentralMechanism",
@@ -112,7 +112,8 @@ class CentralMechanism(ABC):
     """Noise added once by a trusted curator to an exact aggregate.
 
     Subclasses implement :meth:`release` (exact, OS randomness, refuses seeds),
-    :meth:`simulate` (vectorized numpy, seeded), :attr:`privacy` and :attr:`variance`.
+    :meth:`simulate` (vectorized numpy, seeded), :meth:`_privacy` and :meth:`_variance` (read through
+    :meth:`privacy` and :meth:`variance`).
     """
 
     name: ClassVar[str] = ""
@@ -142,10 +143,22 @@ class CentralMechanism(ABC):
     def _privacy(self) -> PrivacyStatement:
         """The guarantee of one release, independent of the number of users."""
 
-    @property
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """Variance of one released coordinate (in the query's units): the variance of the noise.
+
+        The signature is the one of every contract (local oracles, protocols, key-value
+        mechanisms): ``n`` users, true value ``value``. The noise of a central mechanism depends
+        on neither, so both are only validated (``n`` an integer >= 1, ``value`` a finite real)
+        and otherwise ignored. Subclasses state it in :meth:`_variance`.
+        """
+        if n is not None:
+            check_positive_int(n, "n")
+        check_real(value, "value")
+        return self._variance()
+
     @abstractmethod
-    def variance(self) -> float:
-        """Variance of the noise added to one coordinate (in the query's units)."""
+    def _variance(self) -> float:
+        """Variance of the noise added to one coordinate."""
 
     @staticmethod
     def _check_generator(rng: Any) -> np.random.Generator:

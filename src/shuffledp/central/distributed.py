@@ -72,7 +72,7 @@ class DistributedGeometricMechanism(CentralMechanism):
     rational eps/Delta; OS randomness).
     Cost: per share, about (1 - alpha)^(1/(gamma n) - 1) ~ Delta/eps geometric proposals
     (~20 microseconds each), i.e. ~2 ms per party at Delta/eps = 100; analyzer: nothing.
-    Variance: of the total noise 2 alpha/(1 - alpha)^2 (:attr:`variance`), of one party's share
+    Variance: of the total noise 2 alpha/(1 - alpha)^2 (:meth:`variance`), of one party's share
     2 r alpha/(1 - alpha)^2 (:attr:`share_variance`).
     """
 
@@ -104,8 +104,7 @@ class DistributedGeometricMechanism(CentralMechanism):
                                 note=f"DistributedGeometric(parties={self.parties}, sensitivity={self.sensitivity}): "
                                      "guarantee of the aggregated sum only")
 
-    @property
-    def variance(self) -> float:
+    def _variance(self) -> float:
         """Variance of the total noise when every party adds its share: 2a/(1 - a)^2 / gamma."""
         return discrete_laplace_variance(self.sensitivity / self.epsilon) / self.honest_fraction
 

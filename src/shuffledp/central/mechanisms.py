@@ -160,8 +160,7 @@ class DiscreteLaplaceMechanism(CentralMechanism):
         return PrivacyStatement(self.epsilon, 0.0, "central", self.neighbouring,
                                 note=f"{type(self).__name__}(sensitivity={self.sensitivity})")
 
-    @property
-    def variance(self) -> float:
+    def _variance(self) -> float:
         return discrete_laplace_variance(float(self.scale))
 
     def noise_pmf(self, z: Any) -> np.ndarray:
@@ -304,8 +303,7 @@ class LaplaceMechanism(_GridMixin, CentralMechanism):
         """Effective Laplace scale in the query's units: D_g g / eps (>= Delta/eps)."""
         return float(self.grid_scale) * self.granularity
 
-    @property
-    def variance(self) -> float:
+    def _variance(self) -> float:
         return discrete_laplace_variance(float(self.grid_scale)) * self.granularity ** 2
 
     def noise_pmf_grid(self, z: Any) -> np.ndarray:
@@ -416,8 +414,7 @@ class GaussianMechanism(_GridMixin, CentralMechanism):
                                      f"2^{self.granularity_exponent}; exact discrete delta {self.exact_delta:.3g}; "
                                      f"rho={self.rho:.6g}-zCDP")
 
-    @property
-    def variance(self) -> float:
+    def _variance(self) -> float:
         return discrete_gaussian_variance(self.grid_sigma) * self.granularity ** 2
 
     def release(self, true_value: Any, *, rng: object = None, seed: object = None,
@@ -509,8 +506,7 @@ class DiscreteGaussianMechanism(CentralMechanism):
                                 note=f"DiscreteGaussianMechanism(sigma={self.sigma:.6g}, sensitivity="
                                      f"{self.sensitivity}); exact delta {self.exact_delta:.3g}; rho={self.rho:.6g}-zCDP")
 
-    @property
-    def variance(self) -> float:
+    def _variance(self) -> float:
         return discrete_gaussian_variance(self.sigma)
 
     def noise_pmf(self, z: Any) -> np.ndarray:
@@ -601,8 +597,7 @@ class BinomialMechanism(CentralMechanism):
         return PrivacyStatement(self.epsilon, self.delta, "central", self.neighbouring,
                                 note=f"BinomialMechanism(N={self.trials}, {self.calibration}); exact delta {ed}")
 
-    @property
-    def variance(self) -> float:
+    def _variance(self) -> float:
         return self.trials / 4.0
 
     def trials_per_party(self, parties: int) -> int:

@@ -349,20 +349,20 @@ class _CountMeanSketchBase(FrequencyOracle):
     def _count_variance(self, n: float, f: Any, s2: Any) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def variance(self, n: int, f: float = 0.0, sum_sq: float | None = None) -> float:
+    def variance(self, n: int | None = None, value: float = 0.0, sum_sq: float | None = None) -> float:
         """Variance of one fraction estimate over users and the hash family.
 
         ``sum_sq`` is ``sum_{x' != x} f_x'^2`` over the *other* items (the hash-collision term);
-        default ``(1 - f)^2 / (d - 1)``: the other users spread evenly over the other items.
+        default ``(1 - value)^2 / (d - 1)``: the other users spread evenly over the other items.
         With ``debias="exact"``: the exact variance given this family, averaged over items, when the
-        item holds ``n f`` users and the others are spread evenly (``sum_sq`` is not used).
+        item holds ``n value`` users and the others are spread evenly (``sum_sq`` is not used).
         """
         n = check_n(n)
         if self.debias == "exact":
-            return self._exact_variance_uniform_rest(n, f)
+            return self._exact_variance_uniform_rest(n, value)
         if sum_sq is None:
-            sum_sq = (1.0 - f) ** 2 / (self.d - 1)
-        return float(self._count_variance(n, f * n, sum_sq * n * n)) / n**2
+            sum_sq = (1.0 - value) ** 2 / (self.d - 1)
+        return float(self._count_variance(n, value * n, sum_sq * n * n)) / n**2
 
     def variances(self, n: int, freqs: Any) -> np.ndarray:
         """Variance of every item's fraction estimate for the true distribution ``freqs``

@@ -124,7 +124,8 @@ def _wrap_checked(cls: type) -> None:
     - ``estimate(statistic, n=None, ...)``: ``n`` an integer >= 1 (or ``None``: the number of users
       the statistic records, where it records it), then ``cls._check_statistic_for(statistic, n)``
       and ``cls._check_users(statistic, n)`` (``n`` consistent with the statistic);
-    - ``variance(n, f, ...)``: ``n`` an integer >= 1, ``f`` via ``cls._check_f``.
+    - ``variance(n, value, ...)``: ``n`` an integer >= 1 (``None`` is refused: a local oracle has
+      no default number of users), ``value`` via ``cls._check_value``.
     """
 
     def randomize_wrapper(fn):
@@ -162,10 +163,13 @@ def _wrap_checked(cls: type) -> None:
 
     def variance_wrapper(fn):
         @functools.wraps(fn)
-        def variance(self, n, f=0.0, *args, **kwargs):
+        def variance(self, n=None, value=0.0, *args, **kwargs):
+            if n is None:
+                raise ValidationError(f"{type(self).__name__}.variance needs the number of users n "
+                                      "(the variance of a local estimate is proportional to 1/n)", parameter="n")
             n = check_n(n)
-            self._check_f(f)
-            return fn(self, n, f, *args, **kwargs)
+            self._check_value(value)
+            return fn(self, n, value, *args, **kwargs)
         return variance
 
     for name, wrap in (("randomize", randomize_wrapper), ("aggregate", aggregate_wrapper),
@@ -281,8 +285,13 @@ class LocalRandomizer(ABC):
                                   f"{n * mu:g} expected of {n} reports{hint}", parameter="n")
 
     @abstractmethod
-    def variance(self, n: int, f: float = 0.0) -> float:
-        """Closed-form variance of one estimated value from ``n`` users (true value ``f``)."""
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """Closed-form variance of one coordinate of the estimate from ``n`` users whose true value
+        is ``value`` (a fraction for frequency oracles, a mean for mean oracles).
+
+        The signature is the one of every contract (protocols, central and key-value mechanisms);
+        a local oracle has no default ``n``, so ``n=None`` is a :class:`ValidationError` naming ``n``.
+        """
 
     # --- privacy --------------------------------------------------------------------
     @abstractmethod
@@ -325,8 +334,8 @@ class FrequencyOracle(LocalRandomizer):
     """eps-LDP frequency oracle over the domain [0, d).
 
     ``estimate(...).values`` are **fractions** of users per item (unbiased, may be negative);
-    ``variance(n, f)`` is the variance of one item's fraction estimate when its true fraction
-    is ``f``.
+    ``variance(n, value)`` is the variance of one item's fraction estimate when its true
+    fraction is ``value``.
     """
 
     def __init__(self, epsilon: float, d: int) -> None:
@@ -354,9 +363,9 @@ class FrequencyOracle(LocalRandomizer):
 
         check_batch_fits(self, int(n))
 
-    def _check_f(self, f: Any) -> np.ndarray:
-        """``f`` of :meth:`variance`: true fraction(s), finite, in [0, 1]."""
-        return _check_real_array(f, "f", 0.0, 1.0)
+    def _check_value(self, value: Any) -> np.ndarray:
+        """``value`` of :meth:`variance`: true fraction(s), finite, in [0, 1]."""
+        return _check_real_array(value, "value", 0.0, 1.0)
 
     def _statistic_shape(self) -> tuple[int, ...]:
         """Shape of :meth:`aggregate`'s output (default: one count per item)."""
@@ -431,9 +440,9 @@ class MeanOracle(LocalRandomizer):
     def _check_batch_fits(self, values: Any) -> None:
         """Mean oracles' reports are O(dim) per user: no plan needed."""
 
-    def _check_f(self, f: Any) -> np.ndarray:
-        """``f`` of :meth:`variance`: the true value(s), finite, in [-1, 1]."""
-        return _check_real_array(f, "f", -1.0, 1.0)
+    def _check_value(self, value: Any) -> np.ndarray:
+        """``value`` of :meth:`variance`: the true mean(s), finite, in [-1, 1]."""
+        return _check_real_array(value, "value", -1.0, 1.0)
 
     def _check_statistic_for(self, statistic: Any, n: int) -> np.ndarray:
         """Shape and finiteness of a statistic of ``n`` users (mechanisms add their range)."""

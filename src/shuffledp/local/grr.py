@@ -80,8 +80,8 @@ class GeneralizedRandomizedResponse(FrequencyOracle):
     def estimate(self, statistic: np.ndarray, n: int) -> Estimate:
         return self._pure_estimate(statistic, n, self.p, self.q)
 
-    def variance(self, n: int, f: float = 0.0) -> float:
-        return self._pure_variance(n, f, self.p, self.q)
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        return self._pure_variance(n, value, self.p, self.q)
 
     def probabilities(self, reports: Reports, x: Any) -> np.ndarray:
         """``Pr[y | x]``: the sampled ``p`` if ``y = x``, else ``q = (1-p)/(d-1)``."""

@@ -168,15 +168,15 @@ class HadamardResponse(FrequencyOracle):
         em1 = self.e - 1
         return n * self.A * (2 + em1 * np.asarray(block_mass)) / em1**2 - n * np.asarray(f)
 
-    def variance(self, n: int, f: float = 0.0, block_mass: float | None = None) -> float:
+    def variance(self, n: int | None = None, value: float = 0.0, block_mass: float | None = None) -> float:
         """Exact variance of one fraction estimate.
 
-        ``block_mass`` is the true total fraction of the item's block; default ``f`` for the
+        ``block_mass`` is the true total fraction of the item's block; default ``value`` for the
         general scheme (the item is alone in its block) and 1 when ``B = 1`` (one block).
         """
         if block_mass is None:
-            block_mass = 1.0 if self.blocks == 1 else f
-        return float(self._count_variance(n, f, block_mass)) / n**2
+            block_mass = 1.0 if self.blocks == 1 else value
+        return float(self._count_variance(n, value, block_mass)) / n**2
 
     def variances(self, n: int, freqs: Any) -> np.ndarray:
         """Exact variance of every item's fraction estimate for the true distribution ``freqs``."""

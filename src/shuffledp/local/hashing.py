@@ -294,8 +294,8 @@ class LocalHashing(FrequencyOracle):
             raise ValidationError(f"statistic must have shape ({self.d},), got {stat.shape}", parameter="statistic")
         return self._pure_estimate(stat, n, self.p_star, self.q_star)
 
-    def variance(self, n: int, f: float = 0.0) -> float:
-        return self._pure_variance(n, f, self.p_star, self.q_star)
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        return self._pure_variance(n, value, self.p_star, self.q_star)
 
     # --- privacy ----------------------------------------------------------------------
     def probabilities(self, reports: Reports, x: Any) -> np.ndarray:

@@ -239,15 +239,15 @@ class _SumMeanOracle(MeanOracle):
         return Estimate(m, np.sqrt(np.maximum(var, 0.0)), n, self.privacy(), "mean",
                         extra={"mechanism": self.name, "dim": self.dim})
 
-    def variance(self, n: int, f: Any = 0.0) -> Any:
-        """Variance of one coordinate's mean estimate when every user holds ``f`` there (exact).
+    def variance(self, n: int | None = None, value: Any = 0.0) -> Any:
+        """Variance of one coordinate's mean estimate when every user holds ``value`` there (exact).
 
-        ``f`` may be a scalar or ``dim`` per-coordinate values; for a heterogeneous population
+        ``value`` may be a scalar or ``dim`` per-coordinate values; for a heterogeneous population
         pass the RMS value ``sqrt(mean t^2)`` (exact up to ``snap_variance_bound() / n``).
         """
         n = check_n(n)
-        scalar = np.ndim(f) == 0
-        fv = _as_dim_vector(f, self.dim)
+        scalar = np.ndim(value) == 0
+        fv = _as_dim_vector(value, self.dim)
         a, b = self._unit_variance_coefficients()
         return _result((a + b * fv**2 + self._unit_variance_extra(fv)) / n, scalar)
 

@@ -540,25 +540,25 @@ class Rappor(FrequencyOracle):
         w = (self.p01 * (1 - self.p01) + T * self._kappa) * self.m / (self.delta**2 * n)
         return D.variance(f, float(n), w)
 
-    def variance(self, n: int, f: float = 0.0, item: int | None = None) -> float:
+    def variance(self, n: int | None = None, value: float = 0.0, item: int | None = None) -> float:
         """Variance of one item's OLS fraction estimate (all ``d`` items decoded) when that item has
-        fraction ``f`` and the other ``d - 1`` share ``1 - f`` equally; averaged over the items
+        fraction ``value`` and the other ``d - 1`` share ``1 - value`` equally; averaged over the items
         unless ``item`` is given (the variance depends on the item's hash pattern)."""
-        if not (0.0 <= f <= 1.0):
-            raise ValidationError(f"f must lie in [0, 1], got {f}", parameter="f")
+        if not (0.0 <= value <= 1.0):
+            raise ValidationError(f"value must lie in [0, 1], got {value}", parameter="value")
         if item is not None:
             it = int(check_int_values(np.asarray([item]), self.d, "item")[0])
-            g = np.full(self.d, (1.0 - f) / (self.d - 1))
-            g[it] = f
+            g = np.full(self.d, (1.0 - value) / (self.d - 1))
+            g[it] = value
             return float(self.variance_items(n, g)[it])
-        # average over items s of Var_s under g_s = u 1 + v e_s (u = (1-f)/(d-1), v = f - u): every
-        # term is linear or quadratic in (u, v) with f-independent per-item coefficients (cached)
+        # average over items s of Var_s under g_s = u 1 + v e_s (u = (1-value)/(d-1), v = value - u): every
+        # term is linear or quadratic in (u, v) with value-independent per-item coefficients (cached)
         D = self.design()
         c = D.item_coefficients()
-        u = (1.0 - f) / (self.d - 1)
-        v = f - u
+        u = (1.0 - value) / (self.d - 1)
+        v = value - u
         v_samp = (u * c["Q_row"] + v * c["Q_diag"]
-                  - self.m * (u * u * c["r2"] + 2 * u * v * c["rd"] + v * v * c["d2"]) - f * (1 - f)) / n
+                  - self.m * (u * u * c["r2"] + 2 * u * v * c["rd"] + v * v * c["d2"]) - value * (1 - value)) / n
         noise = self.m / (self.delta**2 * n) * (self.p01 * (1 - self.p01) * c["A2_sum"]
                                                  + self._kappa * (u * c["A2_T1"] + v * c["A2_diag"]))
         return float(np.mean(np.maximum(noise + v_samp, 0.0)))

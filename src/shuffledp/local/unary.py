@@ -195,15 +195,15 @@ class UnaryEncoding(FrequencyOracle):
         n = check_positive_int(n, "n")
         return self._pure_estimate(stat, n, self.p, self.q)
 
-    def variance(self, n: int, f: Any = 0.0) -> Any:
-        """Exact variance of one item's fraction estimate (true fraction ``f``), rounded ``p, q``.
+    def variance(self, n: int | None = None, value: Any = 0.0) -> Any:
+        """Exact variance of one item's fraction estimate (true fraction ``value``), rounded ``p, q``.
 
-        ``f`` may be an array of fractions (one variance each).
+        ``value`` may be an array of fractions (one variance each).
         """
         n = check_positive_int(n, "n")
-        fa = np.asarray(f, dtype=np.float64) if not isinstance(f, (bool, np.bool_)) else np.asarray(np.nan)
+        fa = np.asarray(value, dtype=np.float64) if not isinstance(value, (bool, np.bool_)) else np.asarray(np.nan)
         if not np.all(np.isfinite(fa)) or np.any((fa < 0) | (fa > 1)):
-            raise ValidationError(f"f must be fractions in [0, 1], got {f!r}", parameter="f")
+            raise ValidationError(f"value must be fractions in [0, 1], got {value!r}", parameter="value")
         v = self._pure_variance(n, fa, self.p, self.q)
         return float(v) if fa.ndim == 0 else v
 

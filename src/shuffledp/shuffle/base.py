@@ -163,8 +163,11 @@ class Protocol(ABC):
         """Expected communication per user in bits."""
         return self.messages_per_user * self.bits_per_message
 
-    def variance(self, n: int | None = None) -> float:
-        """Closed-form variance (or the stated error bound, squared) of one estimated total."""
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """Closed-form variance (or the stated error bound, squared) of one coordinate of the
+        estimate (a total) for ``n`` users (default ``self.n``) when its true value is ``value``
+        (a count or a sum); the signature of every contract (local oracles, central and key-value
+        mechanisms). Protocols whose variance does not depend on the true value ignore ``value``."""
         raise NotImplementedError(f"{type(self).__name__} states no closed-form variance")
 
     # --- helpers ----------------------------------------------------------------------

@@ -464,7 +464,7 @@ class CdpLaplaceCount(_CentralBaseline):
         return Estimate(np.asarray(s, dtype=np.float64), math.sqrt(self.variance(n)), n, self.privacy(n), "count")
 
     def variance(self, n: int | None = None) -> float:
-        return self.mechanism.variance
+        return self.mechanism.variance()
 
     def noise_pmf(self, z: Any) -> np.ndarray:
         return self.mechanism.noise_pmf(z)
@@ -530,7 +530,7 @@ class CdpLaplaceHist(_CentralBaseline):
         return Estimate(np.asarray(s, dtype=np.float64), math.sqrt(self.variance(n)), n, self.privacy(n), "count")
 
     def variance(self, n: int | None = None) -> float:
-        return self.mechanism.variance
+        return self.mechanism.variance()
 
     def noise_pmf(self, z: Any) -> np.ndarray:
         return self.mechanism.noise_pmf(z)
@@ -617,7 +617,7 @@ class CdpLaplaceSum(_CentralBaseline):
                         extra={"granularity_exponent": self.k})
 
     def variance(self, n: int | None = None) -> float:
-        return self.mechanism.variance
+        return self.mechanism.variance()
 
     def noise_pmf_grid(self, z: Any) -> np.ndarray:
         """P(Z = z) of the integer noise in grid units."""

@@ -12,7 +12,7 @@ import numpy as np
 from ...core.errors import ValidationError
 from ...core.estimate import Estimate
 from ...core.privacy import PrivacyStatement
-from ...core.validation import check_domain_size
+from ...core.validation import check_domain_size, check_real
 from ..base import LocalRandomizer, Reports
 from .data import KeyValueData, as_keyvalue_data
 
@@ -88,9 +88,18 @@ class KeyValueMechanism(LocalRandomizer):
     def estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:  # type: ignore[override]
         """Per-key frequency and mean estimates from the aggregated statistic of ``n`` users."""
 
-    def variance(self, n: int, f: float = 0.0) -> float:
-        """Closed-form variance of one key's raw frequency estimate (true frequency ``f``)."""
-        return self.frequency_variance(n, f)
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """Closed-form variance of one key's raw frequency estimate from ``n`` users when the key's
+        true frequency is ``value`` (:meth:`frequency_variance`).
+
+        The signature is the one of every contract; a key-value mechanism has no default ``n``, so
+        ``n=None`` is a :class:`ValidationError` naming ``n``, and ``value`` must be a fraction.
+        """
+        if n is None:
+            raise ValidationError(f"{type(self).__name__}.variance needs the number of users n", parameter="n")
+        n = self._check_n(n)
+        value = check_real(value, "value", low=0.0, high=1.0)
+        return self.frequency_variance(n, value)
 
     @abstractmethod
     def frequency_variance(self, n: int, f: float = 0.0) -> float:
