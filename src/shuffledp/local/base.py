@@ -15,7 +15,7 @@ import functools
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
@@ -182,8 +182,14 @@ def _wrap_checked(cls: type) -> None:
         setattr(cls, name, wrapped)
 
 
-class LocalRandomizer(ABC):
-    """An eps-LDP randomizer with an analyzer.
+#: The type of what :meth:`LocalRandomizer.estimate` returns: :class:`~shuffledp.core.Estimate`
+#: for frequency and mean oracles, :class:`~shuffledp.local.keyvalue.KeyValueEstimate` for
+#: key-value mechanisms.
+EstimateT = TypeVar("EstimateT")
+
+
+class LocalRandomizer(ABC, Generic[EstimateT]):
+    """An eps-LDP randomizer with an analyzer whose estimates are of type ``EstimateT``.
 
     Subclasses set ``name`` (the registry name) and implement the abstract methods.
     """
@@ -208,7 +214,7 @@ class LocalRandomizer(ABC):
         """Mergeable sufficient statistic of a report batch."""
 
     @abstractmethod
-    def estimate(self, statistic: np.ndarray, n: int | None = None) -> Estimate:
+    def estimate(self, statistic: np.ndarray, n: int | None = None) -> EstimateT:
         """Unbiased estimate from the aggregated statistic of ``n`` users.
 
         ``n`` may be omitted where the statistic records its number of users
@@ -321,7 +327,7 @@ class LocalRandomizer(ABC):
         """Check a report batch received from outside (fields, dtypes, ranges)."""
         return reports
 
-    def run(self, values: Any, rng: np.random.Generator | int | None = None) -> Estimate:
+    def run(self, values: Any, rng: np.random.Generator | int | None = None) -> EstimateT:
         """Convenience: randomize, aggregate and estimate in one call (simulation)."""
         reports = self.randomize(values, rng)
         return self.estimate(self.aggregate(reports), n_rows(reports))
@@ -330,7 +336,7 @@ class LocalRandomizer(ABC):
         return f"{type(self).__name__}(epsilon={self.epsilon:g})"
 
 
-class FrequencyOracle(LocalRandomizer):
+class FrequencyOracle(LocalRandomizer[Estimate]):
     """eps-LDP frequency oracle over the domain [0, d).
 
     ``estimate(...).values`` are **fractions** of users per item (unbiased, may be negative);
@@ -424,7 +430,7 @@ class FrequencyOracle(LocalRandomizer):
         return f"{type(self).__name__}(epsilon={self.epsilon:g}, d={self.d})"
 
 
-class MeanOracle(LocalRandomizer):
+class MeanOracle(LocalRandomizer[Estimate]):
     """eps-LDP mean estimator for values in [-1, 1] (``dim`` coordinates per user)."""
 
     def __init__(self, epsilon: float, dim: int = 1) -> None:

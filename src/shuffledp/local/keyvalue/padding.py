@@ -105,7 +105,7 @@ class PaddingSamplingKeyValue(KeyValueMechanism):
         vsum = Estimate(pe["sum"], sd_s, n, priv, "sum")
         return KeyValueEstimate(freq, mean, fcl, pe["m_clipped"], vsum, {"ell": self.ell})
 
-    def frequency_variance(self, n: int, f: float = 0.0) -> float:
+    def frequency_variance(self, n: int, f: Any = 0.0) -> Any:
         """Exact Var[f̂_k] over sampling and perturbation when every holder has l_u <= ell
         (spec C.5 correction of PCKV Thm 4): ell² b'(1-b')/(n (a'-b')²) + ell f (1-a'-b')/(n (a'-b'))
         + (ell - 1) f / n, with a' = p1 + q1, b' = 2 q2."""
@@ -199,7 +199,7 @@ class PCKVGRR(PaddingSamplingKeyValue):
         self.p = (ell * (e - 1) + 1) / (ell * (e - 1) + 2)
         self.p1, self.q1, self.q2 = self.a * self.p, self.a * (1 - self.p), self.b / 2
 
-    def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
+    def _randomize(self, values: Any, rng: np.random.Generator) -> Reports:
         data = self.check_data(values)
         key, x = self.sample_pairs(data, rng)
         n = data.n
@@ -236,7 +236,7 @@ class PCKVGRR(PaddingSamplingKeyValue):
         cell = 2 * reports["k"] + (reports["y"] < 0)
         return np.bincount(cell, minlength=2 * self.d_ext).astype(np.int64)
 
-    def estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
+    def _estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
         n = self._check_n(n)
         n1, n2 = self._counts(_check_stat(statistic, 2 * self.d_ext, self.name))
         return self._estimate_counts(n1, n2, n)
@@ -262,7 +262,7 @@ class PCKVUE(PaddingSamplingKeyValue):
         self.eps1, self.eps2 = math.log((e + 1) / 2), self.epsilon
         self.p1, self.q1, self.q2 = self.a * self.p, self.a * (1 - self.p), self.b / 2
 
-    def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
+    def _randomize(self, values: Any, rng: np.random.Generator) -> Reports:
         data = self.check_data(values)
         key, x = self.sample_pairs(data, rng)
         n, dp = data.n, self.d_ext
@@ -307,7 +307,7 @@ class PCKVUE(PaddingSamplingKeyValue):
             out[:, 1] += (c == -1).sum(axis=0)
         return out.reshape(-1)
 
-    def estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
+    def _estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
         n = self._check_n(n)
         n1, n2 = self._counts(_check_stat(statistic, 2 * self.d_ext, self.name))
         return self._estimate_counts(n1, n2, n)
@@ -444,7 +444,7 @@ class HISKV(PaddingSamplingKeyValue):
                      self.length_correction)
 
     # --- client: full path (group choice, then OETL or LRR_KV) ----------------------------
-    def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
+    def _randomize(self, values: Any, rng: np.random.Generator) -> Reports:
         data = self.check_data(values)
         n = data.n
         oetl = rng.random(n) < self.beta
@@ -500,7 +500,7 @@ class HISKV(PaddingSamplingKeyValue):
         lens = np.bincount(reports["length"][~lrr], minlength=self.max_length)
         return np.concatenate([cells, lens, [lrr.sum()]]).astype(np.int64)
 
-    def estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
+    def _estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
         """Estimates from the LRR_KV reports (n' = their number, read from the statistic)."""
         self._check_n(n)
         s = _check_stat(statistic, 2 * self.d_ext + self.max_length + 1, self.name)
@@ -532,7 +532,7 @@ class HISKV(PaddingSamplingKeyValue):
         est.extra["n_lrr"] = sub.n
         return est, mech
 
-    def frequency_variance(self, n: int, f: float = 0.0) -> float:
+    def frequency_variance(self, n: int, f: Any = 0.0) -> Any:
         """Var[f̂] for ``n`` LRR_KV reports (n' in the spec), all holders with l_u <= ell."""
         return super().frequency_variance(n, f)
 

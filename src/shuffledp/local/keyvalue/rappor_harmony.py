@@ -99,7 +99,7 @@ class RapporHarmony(KeyValueMechanism):
                                      f"(Harmony, realised {self.harmony.effective_epsilon:.12g})")
 
     # --- client -----------------------------------------------------------------------
-    def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
+    def _randomize(self, values: Any, rng: np.random.Generator) -> Reports:
         data = self.check_data(values)
         key, val = padding_sample(data, self.ell, rng)
         n = data.n
@@ -176,7 +176,7 @@ class RapporHarmony(KeyValueMechanism):
         m_c = np.clip(vsum / fc, -1.0, 1.0)
         return {"f": f, "m": m_raw, "f_clipped": np.clip(f, 0.0, 1.0), "m_clipped": m_c, "sum": vsum}
 
-    def estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
+    def _estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
         n = self._check_n(n)
         st = _check_stat(statistic, 2 * self.d + 1, self.name)
         d = self.d

@@ -47,7 +47,7 @@ class UniformSamplingKeyValue(KeyValueMechanism):
         z = np.where(holds, np.where(x > 0, 1, 2), 0).astype(np.int8)
         return j, z
 
-    def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
+    def _randomize(self, values: Any, rng: np.random.Generator) -> Reports:
         data = self.check_data(values)
         j, z = self.input_states(data, rng)
         cum = np.cumsum(self._matrix(), axis=1)
@@ -108,7 +108,7 @@ class UniformSamplingKeyValue(KeyValueMechanism):
         f = np.where(N > 0, ((c[..., 1] + c[..., 2]) / Ns - b) / (a - b), 0.0)
         return f, N, c[..., 1], c[..., 2]
 
-    def frequency_variance(self, n: int, f: float = 0.0) -> float:
+    def frequency_variance(self, n: int, f: Any = 0.0) -> Any:
         """Var[f̂_k] over key sampling, holder draw and perturbation (our derivation, docs/keyvalue.md):
         E[1/N]·[(f σ_h² + (1-f) σ_0²)/(α-β)² + f(1-f) n/(n-1)] - f(1-f)/(n-1), N ~ Bin(n, 1/d)."""
         n = self._check_n(n)
@@ -184,7 +184,7 @@ class KVUE(_RatioMeanMixin, UniformSamplingKeyValue):
         np.fill_diagonal(M, self.p)
         return M
 
-    def estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
+    def _estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
         n = self._check_n(n)
         return self._ratio_estimate(_check_stat(statistic, 3 * self.d, self.name), n)
 
@@ -223,7 +223,7 @@ class KVOH(UniformSamplingKeyValue):
 
     _ONEHOT = np.array([[1, 0, 0], [0, 0, 1], [0, 1, 0]], dtype=np.int8)  # z -> [absent, minus, plus]
 
-    def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
+    def _randomize(self, values: Any, rng: np.random.Generator) -> Reports:
         data = self.check_data(values)
         j, z = self.input_states(data, rng)
         onehot = self._ONEHOT[z]
@@ -278,7 +278,7 @@ class KVOH(UniformSamplingKeyValue):
         p, q = self.p, self.q
         return p + q, 2 * q, 2 * p * q, 2 * p * q  # sum of the two value bits
 
-    def estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
+    def _estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
         n = self._check_n(n)
         pe = self.point_estimates(_check_stat(statistic, 4 * self.d, self.name))
         priv = self.privacy()
@@ -348,7 +348,7 @@ class PrivKV(UniformSamplingKeyValue):
         raw, corr = self._mean_from_counts(n1, n2, self.p2, previous)
         return {"f": f, "m": raw, "f_clipped": np.clip(f, 0, 1), "m_clipped": corr, "N": N}
 
-    def estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
+    def _estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
         n = self._check_n(n)
         stat = _check_stat(statistic, 3 * self.d, self.name)
         f, N, n1, n2 = self._frequency(stat)
@@ -413,7 +413,7 @@ class PrivKVM(PrivKV):
         s = np.where(z > 0, s_hold, s_non).astype(np.int8)
         return j, s
 
-    def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
+    def _randomize(self, values: Any, rng: np.random.Generator) -> Reports:
         data = self.check_data(values)
         js, ss = zip(*[self._randomize_round(data, r, self.fake_means[r], rng) for r in range(self.rounds)])
         return {"j": np.stack(js, axis=1), "s": np.stack(ss, axis=1)}
@@ -459,7 +459,7 @@ class PrivKVM(PrivKV):
         raise NotImplementedError("PrivKVM is adaptive (round r's fake means come from round r-1's estimate): "
                                   "run it with collect(data, rng)")
 
-    def estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
+    def _estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
         """Frequencies from round 1; means from the last round (its clipped estimate)."""
         n = self._check_n(n)
         stat = _check_stat(statistic, 3 * self.d * self.rounds, self.name).reshape(self.rounds, 3 * self.d)
@@ -488,7 +488,7 @@ class PrivKVM(PrivKV):
             _, prev = self._mean_from_counts(c[:, 1], c[:, 2], self.p2, prev)
         return self.estimate(np.concatenate(stats), data.n)
 
-    def frequency_variance(self, n: int, f: float = 0.0) -> float:
+    def frequency_variance(self, n: int, f: Any = 0.0) -> Any:
         a, b = self.p1, 1 - self.p1
         n = self._check_n(n)
         inv = _inverse_mean_count(n, self.d)
