@@ -9,8 +9,9 @@ from scipy import stats
 
 from shuffledp.core import ValidationError
 from shuffledp.local import concat_rows, frequency_oracle, n_rows
-from shuffledp.local.apple import (CountMeanSketch, HadamardCountMeanSketch, TabulationHashFamily,
-                                   grouped_bit_sums)
+from shuffledp.local.count_mean_sketch import CountMeanSketch
+from shuffledp.local.hadamard_count_mean_sketch import HadamardCountMeanSketch
+from shuffledp.local.sketch import TabulationHashFamily, grouped_bit_sums
 from shuffledp.local.bits import unpack_rows
 from shuffledp.local.packed import bernoulli_packed_lazy
 from shuffledp.local.verify import sweep_reports, worst_case_log_ratio

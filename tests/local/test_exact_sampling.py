@@ -18,7 +18,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from shuffledp.local.apple import HadamardCountMeanSketch
+from shuffledp.local.hadamard_count_mean_sketch import HadamardCountMeanSketch
 from shuffledp.local.bits import UNIFORM_PRECISION, calibrate_probability, grid_fraction, log_ratio_up
 from shuffledp.local.grr import GeneralizedRandomizedResponse
 from shuffledp.local.hadamard import HadamardResponse
