@@ -188,10 +188,11 @@ def d_var(eps, t):
     return C * C - t * t
 
 
-@pytest.mark.parametrize("eps,dim,k", [(1.0, 5, 1), (2.4, 5, 1), (5.0, 5, 2), (12.0, 3, 3), (12.0, 10, 4)])
+@pytest.mark.parametrize("eps,dim,k", [(1.0, 5, 1), (2.4, 5, 1), (5.0, 5, 2), (12.0, 3, 3), (12.0, 10, 5)])
 def test_multidim_pm_k_and_variance(eps, dim, k):
+    # default k: the smallest worst-case variance (Wang et al.'s floor(eps / 2.5) = 4 at eps = 12, dim = 10)
     m = mean_oracle("pm", eps, dim=dim)
-    assert m.k == k and m.eps_coord == pytest.approx(eps / k)
+    assert m.k == k and m.k_chosen and m.eps_coord == pytest.approx(eps / k)
     one = PiecewiseMechanism(eps / k)
     for t in (0.0, 0.6, -1.0):
         expect = dim / k * (one.variance(1, t) + t * t) - t * t

@@ -44,6 +44,7 @@ __all__ = [
     "check_rng",
     "check_n",
     "check_reports",
+    "smallest_variance",
 ]
 
 #: A columnar report batch (:data:`shuffledp.core.batch.Columns`): one row per user.
@@ -398,6 +399,17 @@ class FrequencyOracle(LocalRandomizer[Estimate]):
     def check_values(self, values: Any) -> np.ndarray:
         return check_int_values(values, self.d)
 
+    def uniform_variance(self) -> float:
+        """Mean over the ``d`` items of the variance of one fraction estimate from ``n = 1`` user
+        when the true distribution is uniform (``1/d`` each); every estimate's variance is
+        proportional to ``1/n``, so this ranks configurations at every ``n``.
+
+        The figure of merit by which a mechanism with variants or tuning knobs picks its default
+        (the smallest). Default: ``variance(1, 1/d)`` (every item's variance is the same when all
+        have the same frequency); mechanisms whose variance depends on the other items override it.
+        """
+        return float(self.variance(1, 1.0 / self.d))
+
     def simulate_statistic(self, true_counts: Any, rng: np.random.Generator) -> np.ndarray:
         """Sample the aggregate statistic directly from the true per-item counts.
 
@@ -430,6 +442,24 @@ class FrequencyOracle(LocalRandomizer[Estimate]):
         return f"{type(self).__name__}(epsilon={self.epsilon:g}, d={self.d})"
 
 
+def smallest_variance(candidates: Any, ideal: np.ndarray, build: Any, keep: int = 3) -> Any:
+    """The candidate parameter whose mechanism has the smallest :meth:`~FrequencyOracle.uniform_variance`.
+
+    ``ideal`` (one per candidate, vectorized by the caller) ranks the candidates by the variance of
+    the ideal, unrounded scheme; the ``keep`` best are built (``build(candidate)``) and compared by
+    the variance they state (with their sampled, rounded probabilities), so rounding never makes
+    the default worse than an explicit choice among the near-ties. Ties go to the first candidate.
+    """
+    cands = np.asarray(candidates)
+    order = np.argsort(np.asarray(ideal, dtype=np.float64), kind="stable")[:keep]
+    best, best_v = None, math.inf
+    for i in sorted(order):
+        v = build(cands[i].item()).uniform_variance()
+        if v < best_v:
+            best, best_v = cands[i].item(), v
+    return best
+
+
 class MeanOracle(LocalRandomizer[Estimate]):
     """eps-LDP mean estimator for values in [-1, 1] (``dim`` coordinates per user)."""
 
@@ -459,6 +489,13 @@ class MeanOracle(LocalRandomizer[Estimate]):
                 or not np.all(np.isfinite(s)):
             raise ValidationError("statistic must be finite numbers", parameter="statistic")
         return s
+
+    def worst_variance(self) -> float:
+        """Largest variance of one coordinate's mean estimate from ``n = 1`` user over the true
+        values ``-1`` and ``1`` (every mean oracle's variance grows with ``value^2``, so the worst
+        case over ``[-1, 1]`` is at the ends, up to the ``O(1/K^2)`` snapping term of the grid
+        mechanisms); the figure of merit by which a mean oracle with tuning knobs picks its default."""
+        return float(max(np.max(self.variance(1, -1.0)), np.max(self.variance(1, 1.0))))
 
     def check_values(self, values: Any) -> np.ndarray:
         if self.dim == 1:

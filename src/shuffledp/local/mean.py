@@ -646,8 +646,9 @@ class PiecewiseMechanism(_SumMeanOracle):
     to PM's ``t^2 / (z - 1) + (z + 3) / (3 (z - 1)^2)`` as ``K`` grows (relative difference
     ``O(1 / w) = O(e^{eps/2} / K)``; the grid version is slightly *less* noisy).
 
-    ``dim > 1`` (Alg. 4): ``k = max(1, min(dim, floor(eps / 2.5)))`` coordinates (override with
-    ``k``) are sampled uniformly without replacement, each is perturbed at budget ``eps / k``, and
+    ``dim > 1`` (Alg. 4): ``k`` coordinates (default :meth:`best_k`, the ``k`` with the smallest
+    worst-case variance, near Wang et al.'s ``floor(eps / 2.5)``; ``k=`` overrides it and
+    :attr:`k_chosen` says which happened) are sampled uniformly without replacement, each is perturbed at budget ``eps / k``, and
     the estimate scales by ``dim / k``. Per-user variance per coordinate
     ``(dim/k) (Var_{eps/k}(t_j) + t_j^2) - t_j^2``.
 
@@ -666,8 +667,10 @@ class PiecewiseMechanism(_SumMeanOracle):
     def __init__(self, epsilon: float, dim: int = 1, k: int | None = None,
                  grid_size: int = DEFAULT_GRID_SIZE) -> None:
         super().__init__(epsilon, dim)
+        #: whether ``k`` was chosen by the mechanism (``k=None``) rather than given
+        self.k_chosen = k is None
         if k is None:
-            k = max(1, min(self.dim, int(math.floor(self.epsilon / 2.5))))
+            k = self.best_k(self.epsilon, self.dim, grid_size)
         self.k = check_positive_int(k, "k")
         if self.k > self.dim:
             raise ValidationError(f"k must be <= dim = {self.dim}, got {self.k}", parameter="k")
@@ -677,6 +680,24 @@ class PiecewiseMechanism(_SumMeanOracle):
         self._build()
         self.C = self._output_bound()
         self.effective_epsilon = _effective_epsilon(self.epsilon, self.k * self._coord_log_ratio())
+
+    @classmethod
+    def best_k(cls, epsilon: float, dim: int, grid_size: int = DEFAULT_GRID_SIZE) -> int:
+        """The number of sampled coordinates with the smallest :meth:`worst_variance`.
+
+        Wang et al.'s ``k = max(1, min(dim, floor(eps / 2.5)))`` approximates the minimiser of the
+        worst-case variance of the continuous mechanism; this compares the mechanisms as built for
+        every ``k`` up to ``min(dim, ceil(eps))`` (a per-coordinate budget below 1 never wins):
+        at ``eps = 4`` PM's worst-case variance is 12 % smaller with ``k = 2`` than with the
+        formula's ``k = 1``, HM's 21 %.
+        """
+        top = max(1, min(int(dim), math.ceil(epsilon)))
+        best, best_v = 1, math.inf
+        for k in range(1, top + 1):  # a handful of candidates (at most ceil(eps))
+            v = cls(epsilon, dim, k=k, grid_size=grid_size).worst_variance()
+            if v < best_v:
+                best, best_v = k, v
+        return best
 
     def _report_bound(self) -> float:
         return self.C
