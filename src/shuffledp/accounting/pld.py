@@ -272,7 +272,7 @@ class PldAccountant(PrivacyAccountant):
         Grid step h of the privacy loss (default 1e-4). Smaller h: tighter and slower.
     neighbouring : {"add_remove_one", "replace_one"}
 
-    Reference values (spec §1.3): DP-SGD sigma=1, q=0.01, T=1000, delta=1e-5 -> 1.828 (dp-accounting
+    Reference values: DP-SGD sigma=1, q=0.01, T=1000, delta=1e-5 -> 1.828 (dp-accounting
     PLD 1.828244, PRV 1.8282); RR ln 3 x 100 -> 90.79; Laplace eps 0.1 x 100 -> 4.220.
     """
 

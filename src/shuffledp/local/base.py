@@ -435,7 +435,8 @@ class FrequencyOracle(LocalRandomizer[Estimate]):
 
     @staticmethod
     def _pure_variance(n: int, f: float, p: float, q: float) -> float:
-        """Exact variance of a pure protocol's fraction estimate (spec §1)."""
+        """Exact variance of a pure protocol's fraction estimate (Wang, Blocki, Li, Jha, USENIX Security
+        2017, with the ``f`` term kept)."""
         return (q * (1 - q) + f * (1 - p - q) * (p - q)) / (n * (p - q) ** 2)
 
     def __repr__(self) -> str:

@@ -42,7 +42,7 @@ class CountMeanSketch(CountMeanSketchBase):
     (checked in exact arithmetic) and the privacy statement carries it; ``c``, the estimator,
     variance and :meth:`probabilities` all use the rounded ``q``.
 
-    Source: Apple Differential Privacy Team, "Learning with Privacy at Scale", 2017; seed 002.
+    Source: Apple Differential Privacy Team, "Learning with Privacy at Scale", 2017.
     Variance: see the module docstring. Cost: O(n m / 64 * digits(q)) encode, O(n m / 8)
     aggregate (bit-sliced grouped sums), O(k d) query; ``m + ceil(log2 k)`` bits per report.
 
@@ -67,7 +67,7 @@ class CountMeanSketch(CountMeanSketchBase):
     hash_table : array_like, optional
         An explicit ``(k, d)`` table of hash values in ``[m]`` replacing the tabulation family.
     debias : {"family", "exact"}
-        ``"family"`` (default): the seed's estimator ``m/(m-1) (T - n/m)``, unbiased over the draw
+        ``"family"`` (default): the paper's estimator ``m/(m-1) (T - n/m)``, unbiased over the draw
         of the hash family, variance with the hash-collision term. ``"exact"``: ``Pi^{-1} T`` with the
         family's collision matrix, unbiased for this fixed family (``d <= 4096``, ``k m >= d``).
     """
@@ -157,7 +157,7 @@ class CountMeanSketch(CountMeanSketchBase):
         return stat
 
     def sketch(self, statistic: np.ndarray) -> np.ndarray:
-        """The seed's real-valued sketch ``M = sum_i k ((c/2) v~_i + 1/2)`` (rows by ``j``)."""
+        """The paper's real-valued sketch ``M = sum_i k ((c/2) v~_i + 1/2)`` (rows by ``j``)."""
         stat = self._check_statistic(statistic).astype(np.float64)
         S, N = stat[:, :self.m], stat[:, self.m:]
         return self.k * ((self.c / 2) * (2 * S - N) + N / 2)

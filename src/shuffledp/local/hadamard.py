@@ -80,7 +80,7 @@ class HadamardResponse(FrequencyOracle):
     fraction of reports in ``C_x`` and ``F_blk`` in ``x``'s block, all ``x`` at once by one FWHT
     per block of the report histogram.
     Variance of the count: ``n A (2 + (e^eps - 1) P_beta) / (e^eps - 1)^2 - n_x`` (``P_beta`` the
-    true mass of ``x``'s block) [spec A.5, derived].
+    true mass of ``x``'s block), derived from the two probabilities above.
     Cost: O(n) encode, O(n) aggregate (a bincount over K ~ 2d outputs), O(K log b) estimate;
     ``ceil(log2 K)`` bits per report. The bincount dominates.
     """

@@ -42,7 +42,7 @@ class HadamardCountMeanSketch(CountMeanSketchBase):
     ln((1-p)/p) <= epsilon`` (rounded up), the eps the privacy statement carries; ``c = 1/(1-2p)``,
     the estimator, variance and :meth:`probabilities` use the sampled ``p``.
     Source: Apple Differential Privacy Team, "Learning with Privacy at Scale",
-    2017; seed 002. Variance: see the module docstring.
+    2017. Variance: see :mod:`shuffledp.local.sketch`.
     Cost: O(n) encode, O(n) aggregate (a bincount), O(k m log m + k d) estimate;
     ``1 + ceil(log2 k) + log2 m`` bits per report. ``m`` must be a power of 2.
 
@@ -124,7 +124,7 @@ class HadamardCountMeanSketch(CountMeanSketchBase):
         return stat
 
     def sketch(self, statistic: np.ndarray) -> np.ndarray:
-        """The seed's sketch ``M = M_H H_m`` with ``M_H = k c (sum of signs)``."""
+        """The paper's sketch ``M = M_H H_m`` with ``M_H = k c (sum of signs)``."""
         stat = self._check_statistic(statistic).astype(np.int64)
         return self.k * self.c * fwht(stat, axis=1).astype(np.float64)
 

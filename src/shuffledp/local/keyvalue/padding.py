@@ -1,7 +1,7 @@
 """Key-value mechanisms with padding-and-sampling: PCKV-UE, PCKV-GRR (Gu et al. USENIX Sec'20)
-and HISKV's LRR_KV with OETL (seed 004).
+and HISKV's LRR_KV with OETL (Zhang, Xu, Fu, Meng, Journal of Computer Research and Development).
 
-All three share one per-key structure (spec C.5/C.7): after padding-and-sampling to length
+All three share one per-key structure: after padding-and-sampling to length
 ``ell`` over the extended domain [0, d + ell) and discretization of the value to x = ±1, the
 report about key k is
 
@@ -107,7 +107,7 @@ class PaddingSamplingKeyValue(KeyValueMechanism):
 
     def frequency_variance(self, n: int, f: Any = 0.0) -> Any:
         """Exact Var[f̂_k] over sampling and perturbation when every holder has l_u <= ell
-        (spec C.5 correction of PCKV Thm 4): ell² b'(1-b')/(n (a'-b')²) + ell f (1-a'-b')/(n (a'-b'))
+        (PCKV Thm 4 of Gu et al. USENIX Security 2020, with its ell f term corrected, docs/keyvalue.md): ell² b'(1-b')/(n (a'-b')²) + ell f (1-a'-b')/(n (a'-b'))
         + (ell - 1) f / n, with a' = p1 + q1, b' = 2 q2."""
         n = self._check_n(n)
         a, b, ell = self.p1 + self.q1, 2 * self.q2, self.ell
@@ -136,7 +136,7 @@ class PaddingSamplingKeyValue(KeyValueMechanism):
         return (self.ell * g1) ** 2 * VD
 
     def mean_variance(self, n: int, f: Any, m: Any = 0.0, m2: Any = None) -> Any:
-        """Delta-method variance of the raw mean estimator m̂_k = Δ̂/π̂ (spec C.7), for holders with
+        """Delta-method variance of the raw mean estimator m̂_k = Δ̂/π̂, for holders with
         l_u <= ell, true frequency f, mean m and mean square value m2 (default m², constant values)."""
         n = self._check_n(n)
         f = np.asarray(f, dtype=np.float64)
@@ -330,7 +330,7 @@ def _simulate_cells(mech: PaddingSamplingKeyValue, sample_counts: np.ndarray,
 
 
 def hiskv_cell_probabilities(epsilon: float, d_cells: int, c: float) -> tuple[float, float, float]:
-    """HISKV's eps-LDP cell probabilities (spec C.7): t = 1/(e^eps + c + d' - 2),
+    """HISKV's eps-LDP cell probabilities: t = 1/(e^eps + c + d' - 2),
     p1 = e^eps t (same cell), q1 = c t (same key, flipped value), q2 = t (any other cell)."""
     e = math.exp(epsilon)
     t = 1.0 / (e + c + d_cells - 2)
@@ -338,12 +338,12 @@ def hiskv_cell_probabilities(epsilon: float, d_cells: int, c: float) -> tuple[fl
 
 
 class OETL:
-    """OETL (seed 004): optimal estimation of the truncation length.
+    """OETL (from the HISKV paper): optimal estimation of the truncation length.
 
     A group of users reports its set length by GRR(eps) over {1, ..., L} (empty sets report 1,
-    longer sets L). The collector debiases the length histogram, makes it consistent (the seed's
+    longer sets L). The collector debiases the length histogram, makes it consistent (the paper's
     unspecified "correction", [R]) and takes the smallest j whose estimated CDF reaches
-    ``quantile`` (0.9 in the seed) as the truncation length ell. Privacy: eps-LDP (GRR).
+    ``quantile`` (0.9 in the paper) as the truncation length ell. Privacy: eps-LDP (GRR).
 
     ``correction="norm-sub"`` (default): subtract one constant from all counts and clip at 0 so the
     total equals the number of reports (Wang et al. 2020, consistency post-processing);
@@ -397,13 +397,14 @@ def _norm_sub(c: np.ndarray, total: float) -> np.ndarray:
 
 
 class HISKV(PaddingSamplingKeyValue):
-    """HISKV (seed 004: 张啸剑, 徐雅鑫, 付楠, 孟小峰, 计算机研究与发展): LRR_KV + OETL.
+    """HISKV (张啸剑, 徐雅鑫, 付楠, 孟小峰, 计算机研究与发展 = Zhang, Xu, Fu, Meng, Journal of Computer
+    Research and Development): LRR_KV + OETL.
 
     A ``beta`` fraction of users (chosen at random, each w.p. beta) reports its set length via
     OETL; the others run LRR_KV: padding-and-sampling to ``ell`` *without* splitting the budget,
     discretize the value, and perturb the cell <k, x> of the 2(d + ell)-cell histogram with the
     eps-LDP family p1 = e^eps t, q1 = c t, q2 = t, t = 1/(e^eps + c + 2(d + ell) - 2), c in [1, e^eps)
-    (the seed's literal probabilities cannot be eps-LDP, see docs/keyvalue.md). c = 1 is plain GRR
+    (the paper's literal probabilities cannot be eps-LDP, see docs/keyvalue.md). c = 1 is plain GRR
     over the cells; c > 1 preserves keys more often (better frequencies, worse means).
 
     Privacy: eps-LDP per user (each user is in one group; both randomizers are eps-LDP; checked
@@ -533,7 +534,7 @@ class HISKV(PaddingSamplingKeyValue):
         return est, mech
 
     def frequency_variance(self, n: int, f: Any = 0.0) -> Any:
-        """Var[f̂] for ``n`` LRR_KV reports (n' in the spec), all holders with l_u <= ell."""
+        """Var[f̂] for ``n`` LRR_KV reports (the paper's n'), all holders with l_u <= ell."""
         return super().frequency_variance(n, f)
 
     @staticmethod

@@ -1,9 +1,10 @@
-"""RAPPOR + Harmony: the key-value baseline of seed 004 ("RAPPOR for keys, Harmony for values").
+"""RAPPOR + Harmony: the key-value baseline of HISKV ("RAPPOR for keys, Harmony for values").
 
-Seed 004 (and its ref. [4]) compare against RAPPOR and Harmony without saying how they were
-combined on key-value sets; this is our reconstruction [R] (docs/keyvalue.md):
+The HISKV paper (Zhang, Xu, Fu, Meng, Journal of Computer Research and Development) compares
+against RAPPOR and Harmony without saying how they were combined on key-value sets; this is our
+reconstruction [R] (docs/keyvalue.md):
 
-1. Padding-and-sampling to ``ell`` (as PCKV / HISKV, spec C.0): one pair ``<k, v>``; a dummy key
+1. Padding-and-sampling to ``ell`` (as PCKV / HISKV; Gu, Li, Cheng, Xiong, Cao, USENIX Security 2020): one pair ``<k, v>``; a dummy key
    (probability ``1 - l_u / max(l_u, ell)``) has value 0.
 2. Key: basic one-time RAPPOR = symmetric unary encoding over the ``d`` real keys (a dummy key is
    the all-zero vector), every bit flipped with probability ``q = 1/(e^{eps1/2} + 1)`` (rounded
@@ -50,7 +51,7 @@ class RapporHarmony(KeyValueMechanism):
     """RAPPOR (basic one-time, unary) on the sampled key + Harmony on its value; budget split.
 
     Privacy: eps-LDP on the full client path (padding-and-sampling, unary encoding at eps1,
-    Harmony at eps2, eps1 + eps2 = eps). Source: baseline of seed 004 (HISKV), built from
+    Harmony at eps2, eps1 + eps2 = eps). Source: the baseline of the HISKV paper, built from
     Erlingsson et al. CCS'14 (RAPPOR), Nguyen et al. 2016 (Harmony) and Gu et al. USENIX Sec'20
     (padding-and-sampling); the combination is our reconstruction.
     Cost: O(n d / 64) random words to encode (bit-packed), O(n d) bit operations to aggregate;

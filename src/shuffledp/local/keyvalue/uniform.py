@@ -208,7 +208,7 @@ class KVOH(UniformSamplingKeyValue):
 
     Bits are [absent, value -1, value +1]; each bit is kept w.p. p = e^{eps/2}/(e^{eps/2} + 1).
     Two bits differ between any two inputs, so the report is eps-LDP.
-    Decoder (spec C.4, standard SUE debias — the paper's own decoder was not available):
+    Decoder (the standard SUE debias of Wang, Blocki, Li, Jha, USENIX Security 2017 — the paper's own decoder was not available):
     Ĉ_s = (c_s - N q)/(p - q); f̂ = (Ĉ+ + Ĉ-)/N; m̂ = (Ĉ+ - Ĉ-)/(Ĉ+ + Ĉ-).
     Cost: O(n) encode and aggregate, ceil(log2 d) + 3 bits per report.
     """
@@ -307,7 +307,8 @@ class PrivKV(UniformSamplingKeyValue):
     max(e^{eps2}, e^{eps1}·2e^{eps2}/(e^{eps2} + 1)), smaller). Default split eps1 = eps2 = eps/2.
     Estimators (the paper's): f̂ = (N'/N + p1 - 1)/(2 p1 - 1) (unbiased);
     m̂ = (n1* - n2*)/N' with n_i* = clip(((p2 - 1) N' + n_i)/(2 p2 - 1), 0, N') — *biased* towards
-    0 because non-holders' fake values are mixed in (spec C.1); this is why PrivKVM iterates.
+    0 because non-holders' fake values are mixed in (Ye, Hu, Meng, Zheng, "PrivKV: key-value data collection with local differential privacy",
+    IEEE S&P 2019); this is why PrivKVM iterates.
     Cost: O(n) encode and aggregate, ceil(log2 d) + 2 bits.
     """
 
@@ -368,7 +369,7 @@ class PrivKVM(PrivKV):
 
     Non-holders' fake values in round r are drawn from the previous round's mean estimate, so
     E[m^(r)] = f m + (1 - f) m^(r-1) -> m (with p1 = 1/2 in rounds >= 2).
-    Budget schedules (spec C.2): ``"pckv-code"`` (default; as in the PCKV authors' PrivKVM.m):
+    Budget schedules: ``"pckv-code"`` (default; as in the PCKV authors' PrivKVM.m):
     round 1 key eps/2, every round value eps/(2c), rounds 2..c key budget 0 (p1 = 1/2);
     ``"even"``: every round eps1 = eps2 = eps/(2c). Total eps by sequential composition.
     Frequencies come from round 1. Communication c (ceil(log2 d) + 2) bits; cost O(c n).
