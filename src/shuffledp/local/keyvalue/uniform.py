@@ -131,19 +131,19 @@ class UniformSamplingKeyValue(KeyValueMechanism):
         return Gi[0, 0] * r1 + Gi[0, 1] * r2, Gi[1, 0] * r1 + Gi[1, 1] * r2, N
 
 
-class _RatioMeanMixin:
+class _RatioMeanMixin(UniformSamplingKeyValue):
     """Mean from unbiased (A, B): raw (A - B)/(A + B); corrected: clip A, B to [0, N] first."""
 
     def point_estimates(self, stat: np.ndarray) -> dict[str, np.ndarray]:
         """Vectorised estimators over any leading axes of ``stat`` (shape (..., 3 d))."""
-        A, B, N = self._ab_estimates(stat)  # type: ignore[attr-defined]
+        A, B, N = self._ab_estimates(stat)
         return _ratio_point(A, B, N)
 
     def _ratio_estimate(self, stat: np.ndarray, n: int) -> KeyValueEstimate:
         pe = self.point_estimates(stat)
-        d = self.d  # type: ignore[attr-defined]
-        priv = self.privacy()  # type: ignore[attr-defined]
-        freq = Estimate(pe["f"], self._stderr_f(pe["f"], n), n, priv, "frequency")  # type: ignore[attr-defined]
+        d = self.d
+        priv = self.privacy()
+        freq = Estimate(pe["f"], self._stderr_f(pe["f"], n), n, priv, "frequency")
         mean = Estimate(pe["m"], _nan_stderr(d), n, priv, "mean")
         vsum = Estimate(pe["sum"], _nan_stderr(d), n, priv, "sum")
         return KeyValueEstimate(freq, mean, pe["f_clipped"], pe["m_clipped"], vsum, {"N": pe["N"]})
