@@ -241,7 +241,7 @@ class _Design:
     def ols(self, y: np.ndarray) -> np.ndarray:
         return np.einsum("sjk,jk->s", self.A, y)
 
-    def variance(self, f: np.ndarray, n: float, noise_w: np.ndarray) -> np.ndarray:
+    def candidate_variances(self, f: np.ndarray, n: float, noise_w: np.ndarray) -> np.ndarray:
         """Per-candidate variance: bit noise (weights ``noise_w`` per (cohort, bit)) + cohort sampling."""
         v_noise = np.einsum("sjk,jk->s", self.A2, noise_w)
         Bf = np.einsum("sjk,jk->sj", self.A, np.einsum("jkm,m->jk", self.X, f))  # (B_j f)_s
@@ -518,7 +518,7 @@ class Rappor(FrequencyOracle):
         N = s[rows, self.k].astype(np.float64)[:, None]
         T = np.clip(np.einsum("jkm,m->jk", D.X, fc), 0.0, 1.0)  # Bloom-bit fraction per cohort
         w = (self.p01 * (1 - self.p01) + T * self._kappa) / (self.delta**2 * N)
-        var = D.variance(fc, float(n), w)
+        var = D.candidate_variances(fc, float(n), w)
         return Estimate(vals, np.sqrt(var), int(n), self.privacy(), "frequency",
                         extra={"candidates": D.cands, "decode": decode, "mechanism": self.name})
 
@@ -538,7 +538,7 @@ class Rappor(FrequencyOracle):
         f = fr[D.cands]
         T = np.einsum("jkm,m->jk", D.X, f)
         w = (self.p01 * (1 - self.p01) + T * self._kappa) * self.m / (self.delta**2 * n)
-        return D.variance(f, float(n), w)
+        return D.candidate_variances(f, float(n), w)
 
     def variance(self, n: int | None = None, value: float = 0.0, item: int | None = None) -> float:
         """Variance of one item's OLS fraction estimate (all ``d`` items decoded) when that item has
