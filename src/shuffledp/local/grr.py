@@ -10,7 +10,7 @@ import numpy as np
 from ..core.errors import ValidationError
 from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
-from .base import FrequencyOracle, Reports
+from .base import FrequencyOracle, Reports, check_n
 from .bits import UNIFORM_PRECISION, calibrate_probability
 
 __all__ = ["GeneralizedRandomizedResponse"]
@@ -81,7 +81,7 @@ class GeneralizedRandomizedResponse(FrequencyOracle):
         return self._pure_estimate(statistic, n, self.p, self.q)
 
     def variance(self, n: int | None = None, value: float = 0.0) -> float:
-        return self._pure_variance(n, value, self.p, self.q)
+        return self._pure_variance(check_n(n), value, self.p, self.q)
 
     def probabilities(self, reports: Reports, x: Any) -> np.ndarray:
         """``Pr[y | x]``: the sampled ``p`` if ``y = x``, else ``q = (1-p)/(d-1)``."""

@@ -11,7 +11,7 @@ from ..core.errors import ValidationError
 from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
 from ..core.validation import check_int_values
-from .base import FrequencyOracle, Reports
+from .base import FrequencyOracle, Reports, check_n
 from .bits import UNIFORM_PRECISION, calibrate_probability
 
 __all__ = ["HadamardResponse", "fwht"]
@@ -196,6 +196,7 @@ class HadamardResponse(FrequencyOracle):
         ``block_mass`` is the true total fraction of the item's block; default ``value`` for the
         general scheme (the item is alone in its block) and 1 when ``B = 1`` (one block).
         """
+        n = check_n(n)
         if block_mass is None:
             block_mass = 1.0 if self.blocks == 1 else value
         return float(self._count_variance(n, value, block_mass)) / n**2

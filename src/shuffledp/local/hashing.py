@@ -43,7 +43,7 @@ from ..core.errors import ValidationError
 from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
 from ..core.validation import check_domain_size, check_epsilon, check_int_values, check_positive_int
-from .base import FrequencyOracle, Reports, smallest_variance
+from .base import FrequencyOracle, Reports, check_n, smallest_variance
 from .bits import UNIFORM_PRECISION, calibrate_probability
 
 __all__ = [
@@ -295,7 +295,7 @@ class LocalHashing(FrequencyOracle):
         return self._pure_estimate(stat, n, self.p_star, self.q_star)
 
     def variance(self, n: int | None = None, value: float = 0.0) -> float:
-        return self._pure_variance(n, value, self.p_star, self.q_star)
+        return self._pure_variance(check_n(n), value, self.p_star, self.q_star)
 
     # --- privacy ----------------------------------------------------------------------
     def probabilities(self, reports: Reports, x: Any) -> np.ndarray:

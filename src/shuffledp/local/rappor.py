@@ -61,7 +61,7 @@ from ..core.errors import ValidationError
 from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
 from ..core.validation import check_int_values, check_positive_int, check_probability
-from .base import DEFAULT_CHUNK, FrequencyOracle, Reports
+from .base import DEFAULT_CHUNK, FrequencyOracle, Reports, check_n
 from .bits import bernoulli_packed, dyadic, packed_column_sums, unpack_rows
 
 __all__ = ["Rappor", "rappor_f_for_epsilon", "bloom_hash"]
@@ -544,6 +544,7 @@ class Rappor(FrequencyOracle):
         """Variance of one item's OLS fraction estimate (all ``d`` items decoded) when that item has
         fraction ``value`` and the other ``d - 1`` share ``1 - value`` equally; averaged over the items
         unless ``item`` is given (the variance depends on the item's hash pattern)."""
+        n = check_n(n)
         if not (0.0 <= value <= 1.0):
             raise ValidationError(f"value must lie in [0, 1], got {value}", parameter="value")
         if item is not None:

@@ -10,7 +10,7 @@ import numpy as np
 from ..core.errors import ValidationError
 from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
-from .base import FrequencyOracle, Reports, smallest_variance
+from .base import FrequencyOracle, Reports, check_n, smallest_variance
 from .bits import UNIFORM_PRECISION, calibrate_probability
 from .packed import random_words
 
@@ -167,7 +167,7 @@ class SubsetSelection(FrequencyOracle):
         return self._pure_estimate(stat, n, self.p_star, self.q_star)
 
     def variance(self, n: int | None = None, value: float = 0.0) -> float:
-        return self._pure_variance(n, value, self.p_star, self.q_star)
+        return self._pure_variance(check_n(n), value, self.p_star, self.q_star)
 
     # --- privacy ----------------------------------------------------------------------
     def log_probabilities(self, reports: Reports, x: Any) -> np.ndarray:
