@@ -32,7 +32,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
 
-    from shuffledp.local import mean_oracle, take_reports
+    from shuffledp.local import mean_oracle, take_rows
 
     rng = np.random.default_rng(7)
     print("| mechanism | eps | dim | randomize s | aggregate s | var ratio (R=%d) | z of mean |" % args.R)
@@ -52,7 +52,7 @@ def main() -> None:
         pop = rng.uniform(-1, 1, (m, dim))
         rep = mech.randomize(np.tile(pop[:, 0] if dim == 1 else pop, (args.R, 1)).reshape(-1) if dim == 1
                              else np.tile(pop, (args.R, 1)), rng)
-        ests = np.array([mech.estimate(mech.aggregate(take_reports(rep, slice(r * m, (r + 1) * m))), m).values[0]
+        ests = np.array([mech.estimate(mech.aggregate(take_rows(rep, slice(r * m, (r + 1) * m))), m).values[0]
                          for r in range(args.R)])
         var = mech.variance(m, math.sqrt((pop[:, 0] ** 2).mean()))
         z = (ests.mean() - pop[:, 0].mean()) / math.sqrt(var / args.R)

@@ -62,7 +62,7 @@ def main() -> None:
 
     from scipy import stats
 
-    from shuffledp.local import frequency_oracle, take_reports
+    from shuffledp.local import frequency_oracle, take_rows
     from shuffledp.local.bits import bernoulli_packed, dyadic, packed_column_sums
 
     rng = np.random.default_rng(20261123)
@@ -103,7 +103,7 @@ def main() -> None:
             for name in a.mechs.split(","):
                 m = frequency_oracle(name, eps, d)
                 rep = m.randomize(np.tile(pop, R), rng)
-                ests = np.stack([m.estimate(m.aggregate(take_reports(rep, slice(r * mu, (r + 1) * mu))), mu).values
+                ests = np.stack([m.estimate(m.aggregate(take_rows(rep, slice(r * mu, (r + 1) * mu))), mu).values
                                  for r in range(R)])
                 r0 = ests[:, 0].var(ddof=1) / m.variance(mu, f[0])
                 r1 = ests[:, -1].var(ddof=1) / m.variance(mu, f[-1])

@@ -18,7 +18,7 @@ from shuffledp.core import PrivacyStatement, ValidationError
 @pytest.mark.parametrize("nb", ["replace_one", "add_remove_one"])
 def test_permute_and_flip_statement(nb):
     m = PermuteAndFlip(0.7, 2.0, neighbouring=nb)
-    st = m.privacy
+    st = m.privacy()
     assert isinstance(st, PrivacyStatement)
     assert (st.eps, st.delta, st.model, st.neighbouring) == (0.7, 0.0, "central", nb)
     assert ExponentialMechanism is PermuteAndFlip
@@ -28,12 +28,12 @@ def test_permute_and_flip_statement(nb):
 
 def test_distributed_geometric_statement_and_variance():
     m = DistributedGeometricMechanism(0.5, 10, sensitivity=2)
-    st = m.privacy
+    st = m.privacy()
     assert isinstance(st, PrivacyStatement)
     assert (st.eps, st.delta, st.model, st.gamma) == (0.5, 0.0, "central", 1.0)
     # total noise of the honest parties is discrete Laplace with scale sensitivity / eps
-    assert m.variance == pytest.approx(discrete_laplace_variance(2 / 0.5))
-    assert m.share_variance * m.parties == pytest.approx(m.variance)
+    assert m.variance() == pytest.approx(discrete_laplace_variance(2 / 0.5))
+    assert m.share_variance * m.parties == pytest.approx(m.variance())
 
 
 def test_distributed_geometric_release_refuses_seed():

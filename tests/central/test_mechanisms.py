@@ -94,7 +94,7 @@ def test_binomial_reference():
     assert binomial_minimal_trials(0.5, 1e-6) == 268
     assert binomial_delta(80, 1.0) <= 1e-6 < binomial_delta(78, 1.0)
     m = BinomialMechanism(1.0, 1e-6)
-    assert m.trials == 366 and m.variance == 366 / 4
+    assert m.trials == 366 and m.variance() == 366 / 4
     assert BinomialMechanism(1.0, 1e-6, calibration="minimal").trials == 80
     with pytest.raises(ValidationError, match="exact delta"):
         BinomialMechanism(1.0, 1e-6, trials=40)
@@ -116,14 +116,14 @@ def test_discrete_gaussian_calibration():
 
 def test_privacy_statements_and_variance():
     for m in all_mechanisms():
-        st = m.privacy
+        st = m.privacy()
         assert isinstance(st, PrivacyStatement) and st.model == "central"
         assert st.eps == m.epsilon
-        assert m.variance > 0
-    assert DiscreteLaplaceMechanism(1.0).privacy.pure
+        assert m.variance() > 0
+    assert DiscreteLaplaceMechanism(1.0).privacy().pure
     assert GeometricMechanism is DiscreteLaplaceMechanism
-    assert GaussianMechanism(1.0, 1e-5).privacy.delta == 1e-5
-    assert DiscreteLaplaceMechanism(1.0, neighbouring="add_remove_one").privacy.neighbouring == "add_remove_one"
+    assert GaussianMechanism(1.0, 1e-5).privacy().delta == 1e-5
+    assert DiscreteLaplaceMechanism(1.0, neighbouring="add_remove_one").privacy().neighbouring == "add_remove_one"
 
 
 def test_gaussian_grid_calibration():
@@ -131,7 +131,7 @@ def test_gaussian_grid_calibration():
     assert m.sigma == pytest.approx(3.7306, abs=1e-4)
     assert m.sigma >= analytic_gaussian_sigma(1.0, 1e-5)  # never below the continuous calibration
     assert m.exact_delta <= 1e-5
-    assert m.variance == pytest.approx(m.sigma**2, rel=1e-12)
+    assert m.variance() == pytest.approx(m.sigma**2, rel=1e-12)
     # a coarse grid: the rounded-up grid sensitivity costs noise, and the guarantee is still exact
     c = GaussianMechanism(1.0, 1e-5, 1.0, granularity_exponent=-1)
     assert c.grid_sensitivity == 3 and c.exact_delta <= 1e-5
@@ -205,9 +205,9 @@ def test_simulate_unbiased_and_variance(mech, rng):
     x = np.full(R, truth, dtype=np.int64 if integer else np.float64)
     out = mech.simulate(x, rng).astype(np.float64)
     err = out - truth
-    z = err.mean() / math.sqrt(mech.variance / R)
+    z = err.mean() / math.sqrt(mech.variance() / R)
     assert abs(z) < mean_z_bound()
-    zv, width = variance_z(err, mech.variance)
+    zv, width = variance_z(err, mech.variance())
     assert abs(zv) < mean_z_bound() and width < 0.1
 
 

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from shuffledp.core import ValidationError
-from shuffledp.local.keyvalue import (HISKV, KVOH, KVUE, OETL, PCKVGRR, PCKVUE, KeyValueData, PrivKV,
-                                      hiskv_cell_probabilities, keyvalue_mechanism, uniform_key_sample)
+from shuffledp.local.keyvalue import (HISKV, KEYVALUE_MECHANISMS, KVOH, KVUE, OETL, PCKVGRR, PCKVUE, KeyValueData,
+                                      KeyValueEstimate, PrivKV, hiskv_cell_probabilities, keyvalue_mechanism,
+                                      uniform_key_sample)
 from tests.keyvalue.helpers import population
 
 
@@ -189,11 +190,11 @@ def test_simulate_statistic_matches_client_path(cls, kw, rng):
                                      ("ldpkv", {}), ("pckv-ue", {"ell": 2}), ("pckv-grr", {"ell": 2}),
                                      ("hiskv", {"ell": 2, "beta": 0.3})])
 def test_mergeable_and_reports_validate(name, kw, rng):
-    from shuffledp.local import concat_reports
+    from shuffledp.local import concat_rows
     m = keyvalue_mechanism(name, 1.0, 5, **kw)
     a, b = population(300, 5, 3, rng), population(200, 5, 3, rng)
     ra, rb = m.randomize(a, rng), m.randomize(b, rng)
-    both = concat_reports([ra, rb])
+    both = concat_rows([ra, rb])
     np.testing.assert_array_equal(m.aggregate(both), m.aggregate(ra) + m.aggregate(rb))
     checked = m.validate_reports(both)
     np.testing.assert_array_equal(m.aggregate(checked), m.aggregate(both))
@@ -203,3 +204,28 @@ def test_mergeable_and_reports_validate(name, kw, rng):
     bad[first].flat[0] = 99
     with pytest.raises(ValidationError):
         m.validate_reports(bad)
+
+
+@pytest.mark.parametrize("name", sorted(KEYVALUE_MECHANISMS))
+def test_keyvalue_keeps_the_local_randomizer_contract(name):
+    """rng as None | int | Generator (a bad one named), n required and named, privacy() and
+    variance(n, value) as on every local oracle."""
+    m = keyvalue_mechanism(name, 2.0, 6)
+    data = KeyValueData.from_sets([{0: 0.5}, {1: -0.5, 2: 0.2}, {}], 6)
+    for rng in (None, 7, np.random.default_rng(7)):
+        reps = m.randomize(data, rng)
+        assert isinstance(reps, dict)
+    with pytest.raises(ValidationError) as e:
+        m.randomize(data, "seed")
+    assert e.value.parameter == "rng"
+    stat = m.aggregate(m.randomize(data, 3))
+    with pytest.raises(ValidationError) as e:
+        m.estimate(stat)
+    assert e.value.parameter == "n"
+    assert isinstance(m.estimate(stat, 3), KeyValueEstimate)
+    assert m.privacy() == m.privacy(10) and m.privacy().model == "local"
+    assert m.variance(100, 0.2) > 0
+    for bad, param in (((None, 0.2), "n"), ((0, 0.2), "n"), ((100, 1.5), "value")):
+        with pytest.raises(ValidationError) as e:
+            m.variance(*bad)
+        assert e.value.parameter == param

@@ -8,7 +8,7 @@ import pytest
 
 from shuffledp.core import ValidationError
 from shuffledp.experiments.kvsim import sampling_counts_padding
-from shuffledp.local import concat_reports
+from shuffledp.local import concat_rows
 from shuffledp.local.keyvalue import KeyValueData, RapporHarmony, keyvalue_mechanism
 from shuffledp.local.verify import sweep_reports, worst_case_log_ratio
 from tests.conftest import mean_z_bound, variance_ratio_band
@@ -140,7 +140,7 @@ def test_mergeable(rng):
     m = RapporHarmony(1.0, 11, ell=2)
     a = m.randomize(_pop(rng, 300, 11), rng)
     b = m.randomize(_pop(rng, 200, 11), rng)
-    both = concat_reports([a, b])
+    both = concat_rows([a, b])
     np.testing.assert_array_equal(m.aggregate(both), m.aggregate(a) + m.aggregate(b))
     st = m.aggregate(both)
     Y = np.unpackbits(both["bits"], axis=1, count=11, bitorder="little").astype(int)

@@ -213,3 +213,37 @@ def test_mechanism_repr_names_type_and_parameters(name):
 def test_protocol_repr_is_not_the_default():
     text = repr(protocol("hist_kr", epsilon=1.0, delta=1e-6, n=5000, d=8))
     assert " at 0x" not in text and "epsilon" in text
+
+
+# --------------------------------------------------------------------------- privacy(n=None)
+
+def _four_contracts():
+    from shuffledp.central.mechanisms import DiscreteLaplaceMechanism
+    from shuffledp.local.keyvalue import keyvalue_mechanism
+
+    return [frequency_oracle("grr", 1.0, D), mean_oracle("pm", 1.0), keyvalue_mechanism("pckv-ue", 1.0, D),
+            DiscreteLaplaceMechanism(1.0), protocol("hist_kr", epsilon=1, delta=1e-6, n=10000, d=8)]
+
+
+@pytest.mark.parametrize("i", range(5))
+def test_privacy_is_one_method_everywhere(i):
+    obj = _four_contracts()[i]
+    st = obj.privacy()
+    assert st == obj.privacy(10000)  # a protocol's default n is its own; the others ignore n
+    assert st.model in ("local", "shuffle", "central")
+
+
+@pytest.mark.parametrize("i", range(5))
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True, "10"])
+def test_privacy_n_is_validated(i, bad):
+    obj = _four_contracts()[i]
+    with pytest.raises(ValidationError) as e:
+        obj.privacy(bad)
+    assert e.value.parameter == "n"
+
+
+@pytest.mark.parametrize("name", FREQ + MEAN)
+def test_no_oracle_overrides_privacy(name):
+    from shuffledp.local.base import LocalRandomizer
+
+    assert type(_mech(name)).privacy is LocalRandomizer.privacy, "implement _privacy() instead"

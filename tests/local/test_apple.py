@@ -8,9 +8,10 @@ import pytest
 from scipy import stats
 
 from shuffledp.core import ValidationError
-from shuffledp.local import concat_reports, frequency_oracle, n_reports
-from shuffledp.local.apple import (CountMeanSketch, HadamardCountMeanSketch, TabulationHashFamily,
-                                   grouped_bit_sums)
+from shuffledp.local import concat_rows, frequency_oracle, n_rows
+from shuffledp.local.count_mean_sketch import CountMeanSketch
+from shuffledp.local.hadamard_count_mean_sketch import HadamardCountMeanSketch
+from shuffledp.local.sketch import TabulationHashFamily, grouped_bit_sums
 from shuffledp.local.bits import unpack_rows
 from shuffledp.local.packed import bernoulli_packed_lazy
 from shuffledp.local.verify import sweep_reports, worst_case_log_ratio
@@ -158,7 +159,7 @@ def test_cms_privacy_full_size_log_probabilities(rng):
     lp = np.stack([mech.log_probabilities(reports, x) for x in range(50)])
     assert np.all(np.isfinite(lp))
     assert (lp.max(axis=0) - lp.min(axis=0)).max() <= mech.effective_epsilon + 1e-9
-    assert mech.privacy.eps == mech.effective_epsilon and mech.privacy.model == "local"
+    assert mech.privacy().eps == mech.effective_epsilon and mech.privacy().model == "local"
     assert mech.effective_epsilon > 1.0 - 1e-3
 
 
@@ -306,7 +307,7 @@ def test_stderr_matches_variance(rng):
         mech = cls(2.0, d, k=16, m=32)
         est = mech.estimate(mech.aggregate(mech.randomize(x, rng)), n)
         np.testing.assert_allclose(est.stderr, np.sqrt(mech.variances(n, np.clip(est.values, 0, 1))), rtol=0.05)
-        assert est.privacy == mech.privacy
+        assert est.privacy == mech.privacy()
 
 
 # --- contract --------------------------------------------------------------------------------
@@ -315,16 +316,16 @@ def test_mergeable_and_n1(cls, rng):
     mech = cls(1.0, 30, k=8, m=64)
     r1 = mech.randomize(rng.integers(0, 30, 700), rng)
     r2 = mech.randomize(rng.integers(0, 30, 300), rng)
-    both = concat_reports([r1, r2])
-    assert n_reports(both) == 1000
+    both = concat_rows([r1, r2])
+    assert n_rows(both) == 1000
     np.testing.assert_array_equal(mech.aggregate(both), mech.aggregate(r1) + mech.aggregate(r2))
     assert mech.aggregate(both).dtype == np.int64
     one = mech.randomize(np.array([7]), rng)
-    assert n_reports(one) == 1 and mech.validate_reports(one).keys() == one.keys()
+    assert n_rows(one) == 1 and mech.validate_reports(one).keys() == one.keys()
     est = mech.estimate(mech.aggregate(one), 1)
     assert est.values.shape == (30,) and np.all(np.isfinite(est.stderr)) and est.n == 1
     empty = mech.randomize(np.array([], dtype=np.int64), rng)
-    assert n_reports(empty) == 0 and not mech.aggregate(empty).any()
+    assert n_rows(empty) == 0 and not mech.aggregate(empty).any()
 
 
 def test_cms_reports_layout(rng):

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from shuffledp.local import frequency_oracle
-from shuffledp.local.apple import CountMeanSketch, HadamardCountMeanSketch, draw_hash_seed
+from shuffledp.local.count_mean_sketch import CountMeanSketch
+from shuffledp.local.hadamard_count_mean_sketch import HadamardCountMeanSketch
+from shuffledp.local.sketch import draw_hash_seed
 
 
 @pytest.mark.parametrize("cls", [CountMeanSketch, HadamardCountMeanSketch])

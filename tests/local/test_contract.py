@@ -17,11 +17,11 @@ from shuffledp.core import Estimate, ValidationError
 from shuffledp.local import (
     FREQUENCY_ORACLES,
     MEAN_ORACLES,
-    concat_reports,
+    concat_rows,
     frequency_oracle,
     mean_oracle,
-    n_reports,
-    take_reports,
+    n_rows,
+    take_rows,
 )
 from shuffledp.local.verify import sweep_reports, worst_case_log_ratio
 
@@ -69,11 +69,11 @@ def test_frequency_pipeline_mergeable_and_estimate(name):
     rng = np.random.default_rng(13)
     x = rng.integers(0, D, size=3000)
     reports = mech.randomize(x, rng)
-    assert n_reports(reports) == x.size
-    a, b = take_reports(reports, slice(0, 1234)), take_reports(reports, slice(1234, None))
+    assert n_rows(reports) == x.size
+    a, b = take_rows(reports, slice(0, 1234)), take_rows(reports, slice(1234, None))
     whole = mech.aggregate(reports)
     np.testing.assert_array_equal(whole, mech.aggregate(a) + mech.aggregate(b))
-    np.testing.assert_array_equal(mech.aggregate(concat_reports([a, b])), whole)
+    np.testing.assert_array_equal(mech.aggregate(concat_rows([a, b])), whole)
     est = mech.estimate(whole, x.size)
     assert isinstance(est, Estimate)
     assert est.values.shape == (D,) and est.stderr.shape == (D,) and est.n == x.size
@@ -92,7 +92,7 @@ def test_mean_pipeline_mergeable_and_estimate(name):
     rng = np.random.default_rng(14)
     x = rng.uniform(-1, 1, size=4000)
     reports = mech.randomize(x, rng)
-    a, b = take_reports(reports, slice(0, 1500)), take_reports(reports, slice(1500, None))
+    a, b = take_rows(reports, slice(0, 1500)), take_rows(reports, slice(1500, None))
     np.testing.assert_allclose(mech.aggregate(reports), mech.aggregate(a) + mech.aggregate(b))
     est = mech.estimate(mech.aggregate(reports), x.size)
     assert est.privacy.model == "local" and est.privacy.eps == pytest.approx(1.0)
@@ -129,7 +129,7 @@ def test_single_user_is_n_equals_one(name):
     """The client SDK encodes one user with the same code path (n = 1)."""
     mech = frequency_oracle(name, 1.0, D)
     rep = mech.randomize(np.array([3]), np.random.default_rng(5))
-    assert n_reports(rep) == 1
+    assert n_rows(rep) == 1
     assert mech.aggregate(rep).shape == mech.aggregate(mech.randomize(np.array([1, 2]),
                                                                       np.random.default_rng(6))).shape
 
@@ -165,18 +165,18 @@ def test_variance_bad_n_names_n(make, name, bad_n):
 
 @pytest.mark.parametrize("name", FREQ)
 @pytest.mark.parametrize("bad_f", [2.0, -0.1, float("nan"), float("inf"), True, "0.1"])
-def test_frequency_variance_bad_f_names_f(name, bad_f):
+def test_frequency_variance_bad_value_names_value(name, bad_f):
     with pytest.raises(ValidationError) as info:
         _freq(name).variance(100, bad_f)
-    assert info.value.parameter == "f"
+    assert info.value.parameter == "value"
 
 
 @pytest.mark.parametrize("name", MEAN)
 @pytest.mark.parametrize("bad_f", [1.5, -1.01, float("nan"), float("inf"), True])
-def test_mean_variance_bad_f_names_f(name, bad_f):
+def test_mean_variance_bad_value_names_value(name, bad_f):
     with pytest.raises(ValidationError) as info:
         _mean(name).variance(100, bad_f)
-    assert info.value.parameter == "f"
+    assert info.value.parameter == "value"
 
 
 @pytest.mark.parametrize("make,name", [(_freq, n) for n in FREQ] + [(_mean, n) for n in MEAN])
@@ -297,7 +297,7 @@ def test_encode_decode_roundtrip_property(name, values, seed):
     mech = _MECHS[name]
     x = np.asarray(values, dtype=np.int64)
     reports = mech.randomize(x, np.random.default_rng(seed))
-    assert n_reports(reports) == x.size
+    assert n_rows(reports) == x.size
     checked = mech.validate_reports(reports)
     np.testing.assert_array_equal(mech.aggregate(checked), mech.aggregate(reports))
     # log-probabilities where offered (CMS's m-bit reports underflow exp at small eps)
@@ -423,5 +423,5 @@ def test_real_outputs_probabilities_cover_the_grid(name, eps):
         p = np.asarray(mech.probabilities({"t": grid}, x), dtype=np.float64)
         assert p.sum() == pytest.approx(1.0, abs=1e-12) and np.all(p > 0)
         assert mech.probabilities({"t": np.nextafter(grid[:3], np.inf)}, x).max() == 0.0  # off-grid: impossible
-    assert worst_case_log_ratio(mech, {"t": grid}, inputs) <= mech.privacy.eps + 1e-12
-    assert mech.privacy.eps <= eps
+    assert worst_case_log_ratio(mech, {"t": grid}, inputs) <= mech.privacy().eps + 1e-12
+    assert mech.privacy().eps <= eps

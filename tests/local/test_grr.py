@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from shuffledp.core import ValidationError
-from shuffledp.local import frequency_oracle, n_reports
+from shuffledp.local import frequency_oracle, n_rows
 from shuffledp.local.verify import sweep_reports, worst_case_log_ratio
 from tests.conftest import mean_z_bound, variance_ratio_band
 
@@ -62,9 +62,9 @@ def test_mergeable(rng):
     m = frequency_oracle("grr", 1.0, 10)
     r1 = m.randomize(rng.integers(0, 10, 100), rng)
     r2 = m.randomize(rng.integers(0, 10, 50), rng)
-    from shuffledp.local import concat_reports
-    both = concat_reports([r1, r2])
-    assert n_reports(both) == 150
+    from shuffledp.local import concat_rows
+    both = concat_rows([r1, r2])
+    assert n_rows(both) == 150
     np.testing.assert_array_equal(m.aggregate(both), m.aggregate(r1) + m.aggregate(r2))
 
 

@@ -8,15 +8,16 @@ from scipy import stats
 from scipy.linalg import hadamard
 
 from shuffledp.core import ValidationError
-from shuffledp.local import concat_reports, frequency_oracle, n_reports
+from shuffledp.local import concat_rows, frequency_oracle, n_rows
 from shuffledp.local.hadamard import HadamardResponse, fwht
 from shuffledp.local.verify import sweep_reports, worst_case_log_ratio
 from tests.conftest import mean_z_bound, variance_ratio_band
 
 
 def test_spec_worked_example_general():
-    # spec A.5: k=10, eps=ln 8: B=8, b=4, K=32, A=23, c=1/46; symbol 4 -> block 1, row 2, C_4={4,5}
-    m = frequency_oracle("hr", math.log(8), 10)
+    # Acharya-Sun-Zhang's general scheme at k=10, eps=ln 8: B=8, b=4, K=32, A=23, c=1/46;
+    # symbol 4 -> block 1, row 2, C_4={4,5}
+    m = frequency_oracle("hr", math.log(8), 10, variant="general")
     assert isinstance(m, HadamardResponse)
     assert (m.blocks, m.block_size, m.K) == (8, 4, 32)
     assert m.A == pytest.approx(23) and m.c == pytest.approx(1 / 46) and m.p_in == pytest.approx(8 / 46)
@@ -31,8 +32,8 @@ def test_spec_worked_example_general():
 
 
 def test_spec_worked_example_high_privacy():
-    # the spec's high-privacy example uses the B = 1 scheme (the general formula gives B = 2 at e = 3)
-    assert HadamardResponse(math.log(3), 7).blocks == 2
+    # the high-privacy example uses the B = 1 scheme (the general formula gives B = 2 at e = 3)
+    assert HadamardResponse(math.log(3), 7, variant="general").blocks == 2
     m = HadamardResponse(math.log(3), 7, variant="high_privacy")
     assert m.blocks == 1 and m.K == 8
     # p = 4 (F_S - 1/2): F_S = 0.6 -> 0.4 ; per-user count variance 4 - p_x
@@ -45,7 +46,7 @@ def test_spec_worked_example_high_privacy():
     assert m.variance(1000, 0.3) * 1000**2 == pytest.approx(1000 * (4 - 0.3))
     # high_privacy variant forces B = 1 even when e^eps >= 2
     assert HadamardResponse(3.0, 10, variant="high_privacy").blocks == 1
-    assert HadamardResponse(3.0, 10).blocks == 16
+    assert HadamardResponse(3.0, 10, variant="general").blocks == 16
 
 
 @pytest.mark.parametrize("eps,d,variant", [(0.5, 7, "general"), (1.0, 16, "general"), (math.log(8), 10, "general"),
@@ -124,8 +125,8 @@ def test_mergeable(rng):
     m = HadamardResponse(2.0, 30)
     r1 = m.randomize(rng.integers(0, 30, 100), rng)
     r2 = m.randomize(rng.integers(0, 30, 50), rng)
-    both = concat_reports([r1, r2])
-    assert n_reports(both) == 150
+    both = concat_rows([r1, r2])
+    assert n_rows(both) == 150
     np.testing.assert_array_equal(m.aggregate(both), m.aggregate(r1) + m.aggregate(r2))
 
 

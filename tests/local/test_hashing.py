@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shuffledp.core import ValidationError
-from shuffledp.local import concat_reports, frequency_oracle, n_reports
+from shuffledp.local import concat_rows, frequency_oracle, n_rows
 from shuffledp.local.hashing import (
     BinaryLocalHashing,
     LocalHashing,
@@ -25,7 +25,9 @@ def test_parameters_and_registry():
     assert isinstance(m, OptimizedLocalHashing) and m.g == 4 and m.prime == 1031
     assert isinstance(frequency_oracle("blh", 1.0, 10), BinaryLocalHashing)
     assert frequency_oracle("blh", 1.0, 10).g == 2
-    assert OptimizedLocalHashing(2.0, 10).g == round(math.exp(2.0)) + 1 == 8
+    assert OptimizedLocalHashing(2.0, 10, g=round(math.exp(2.0)) + 1).g == 8  # Wang et al.'s choice, given
+    assert OptimizedLocalHashing(2.0, 10).g == OptimizedLocalHashing.best_g(2.0, 10)
+    assert OptimizedLocalHashing(2.0, 10).g_chosen and not OptimizedLocalHashing(1.0, 10, g=3).g_chosen
     assert OptimizedLocalHashing(1.0, 10, g=3).g == 3
     assert [smallest_prime_at_least(k) for k in (2, 3, 4, 10, 1024, 7919)] == [2, 3, 5, 11, 1031, 7919]
     assert [k for k in range(30) if is_prime(k)] == [2, 3, 5, 7, 11, 13, 17, 19, 23, 29]
@@ -172,8 +174,8 @@ def test_mergeable(rng):
     m = OptimizedLocalHashing(1.0, 50)
     r1 = m.randomize(rng.integers(0, 50, 100), rng)
     r2 = m.randomize(rng.integers(0, 50, 70), rng)
-    both = concat_reports([r1, r2])
-    assert n_reports(both) == 170
+    both = concat_rows([r1, r2])
+    assert n_rows(both) == 170
     np.testing.assert_array_equal(m.aggregate(both), m.aggregate(r1) + m.aggregate(r2))
 
 
@@ -205,7 +207,7 @@ def test_bad_values(bad, rng):
 
 @pytest.mark.parametrize("kwargs", [dict(epsilon=0, d=4), dict(epsilon=1.0, d=1), dict(epsilon=1.0, d=4, g=1),
                                     dict(epsilon=1.0, d=4, prime=4), dict(epsilon=1.0, d=10, prime=7),
-                                    dict(epsilon=1.0, d=4, prime=2**31 + 11), dict(epsilon=40.0, d=4),
+                                    dict(epsilon=1.0, d=4, prime=2**31 + 11), dict(epsilon=1.0, d=4, g=2**31),
                                     dict(epsilon=1.0, d=4, g=2.5)])
 def test_bad_params(kwargs):
     with pytest.raises(ValidationError):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from shuffledp.core import ValidationError
-from shuffledp.local import MEAN_ORACLES, MeanOracle, concat_reports, mean_oracle, n_reports, take_reports
+from shuffledp.local import MEAN_ORACLES, MeanOracle, concat_rows, mean_oracle, n_rows, take_rows
 from shuffledp.local.mean import (
     DuchiMechanism,
     Harmony,
@@ -188,10 +188,11 @@ def d_var(eps, t):
     return C * C - t * t
 
 
-@pytest.mark.parametrize("eps,dim,k", [(1.0, 5, 1), (2.4, 5, 1), (5.0, 5, 2), (12.0, 3, 3), (12.0, 10, 4)])
+@pytest.mark.parametrize("eps,dim,k", [(1.0, 5, 1), (2.4, 5, 1), (5.0, 5, 2), (12.0, 3, 3), (12.0, 10, 5)])
 def test_multidim_pm_k_and_variance(eps, dim, k):
+    # default k: the smallest worst-case variance (Wang et al.'s floor(eps / 2.5) = 4 at eps = 12, dim = 10)
     m = mean_oracle("pm", eps, dim=dim)
-    assert m.k == k and m.eps_coord == pytest.approx(eps / k)
+    assert m.k == k and m.k_chosen and m.eps_coord == pytest.approx(eps / k)
     one = PiecewiseMechanism(eps / k)
     for t in (0.0, 0.6, -1.0):
         expect = dim / k * (one.variance(1, t) + t * t) - t * t
@@ -210,7 +211,7 @@ def _repetitions(m, x, R, rng):
     ests = np.empty((R, m.dim))
     stderr = np.empty((R, m.dim))
     for r in range(R):
-        e = m.estimate(m.aggregate(take_reports(reports, slice(r * n, (r + 1) * n))), n)
+        e = m.estimate(m.aggregate(take_rows(reports, slice(r * n, (r + 1) * n))), n)
         ests[r], stderr[r] = e.values, e.stderr
     return ests, stderr
 
@@ -259,8 +260,8 @@ def test_mergeable(name, eps, dim, rng):
     m = mean_oracle(name, eps, dim=dim)
     r1 = m.randomize(_population(dim, 300, rng), rng)
     r2 = m.randomize(_population(dim, 170, rng), rng)
-    both = concat_reports([r1, r2])
-    assert n_reports(both) == 470
+    both = concat_rows([r1, r2])
+    assert n_rows(both) == 470
     a, b, ab = m.aggregate(r1), m.aggregate(r2), m.aggregate(both)
     assert ab.shape == (dim,)
     if name in ("duchi", "harmony"):
@@ -273,7 +274,7 @@ def test_mergeable(name, eps, dim, rng):
     # reports pass their own validation, and a shuffled batch aggregates the same
     m.validate_reports(both)
     perm = rng.permutation(470)
-    np.testing.assert_allclose(m.aggregate(take_reports(both, perm)), ab, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(m.aggregate(take_rows(both, perm)), ab, rtol=1e-12, atol=1e-9)
 
 
 @pytest.mark.parametrize("name", sorted(MEAN_ORACLES))
@@ -357,8 +358,8 @@ def test_registry(name, cls):
     m = mean_oracle(name, 1.5, dim=2)
     assert type(m) is cls and isinstance(m, MeanOracle)
     assert m.dim == 2 and m.epsilon == 1.5
-    assert m.privacy.eps <= 1.5 and m.privacy.eps == pytest.approx(1.5, rel=1e-9) and m.privacy.model == "local"
-    assert m.privacy.eps == m.effective_epsilon
+    assert m.privacy().eps <= 1.5 and m.privacy().eps == pytest.approx(1.5, rel=1e-9) and m.privacy().model == "local"
+    assert m.privacy().eps == m.effective_epsilon
     assert "dim=2" in repr(m)
     assert mean_oracle(name, 1.5).dim == 1
 
@@ -494,7 +495,7 @@ def test_effective_epsilon_is_exact_and_within_request(name, eps, dim):
         assert Fraction(H, L) ** power < Fraction(math.exp(eps)) * (1 - Fraction(1, 2**50))
     exact = power * max(math.log(H / L) for H, L in ratios)
     assert exact <= m.effective_epsilon <= eps
-    assert m.privacy.eps == m.effective_epsilon and m.privacy.delta == 0.0
+    assert m.privacy().eps == m.effective_epsilon and m.privacy().delta == 0.0
     if eps <= 12.0:
         assert m.effective_epsilon == pytest.approx(eps, rel=1e-9)
     else:  # integers <= 2^53 cap the ratio: the statement is the smaller, true eps

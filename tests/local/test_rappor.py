@@ -6,7 +6,7 @@ import pytest
 from scipy import stats
 
 from shuffledp.core import ValidationError
-from shuffledp.local import concat_reports, frequency_oracle, n_reports
+from shuffledp.local import concat_rows, frequency_oracle, n_rows
 from shuffledp.local.rappor import Rappor, bloom_hash, rappor_f_for_epsilon
 from shuffledp.local.verify import sweep_reports, worst_case_log_ratio
 from tests.conftest import mean_z_bound, variance_ratio_band
@@ -24,7 +24,7 @@ def test_parameters_and_registry():
     assert m.f * 2**20 == int(m.f * 2**20) and raw <= m.f < raw + 2**-20
     assert m.epsilon_inf <= 1.0 and m.epsilon_inf == pytest.approx(1.0, abs=1e-4)
     assert m.epsilon_one < m.epsilon_inf
-    assert m.privacy.eps == 1.0 and m.privacy.model == "local"
+    assert m.privacy().eps == 1.0 and m.privacy().model == "local"
     for eps, h in [(0.1, 1), (2.0, 3), (8.0, 2)]:
         f = rappor_f_for_epsilon(eps, h)
         assert 2 * h * math.log((1 - f / 2) / (f / 2)) <= eps
@@ -242,8 +242,8 @@ def test_mergeable(rng):
     m = Rappor(1.0, 50, k=24, m=5)
     r1 = m.randomize(rng.integers(0, 50, 100), rng)
     r2 = m.randomize(rng.integers(0, 50, 70), rng)
-    both = concat_reports([r1, r2])
-    assert n_reports(both) == 170
+    both = concat_rows([r1, r2])
+    assert n_rows(both) == 170
     np.testing.assert_array_equal(m.aggregate(both), m.aggregate(r1) + m.aggregate(r2))
     agg = m.aggregate(both)
     assert agg.shape == (5, 25) and agg[:, 24].sum() == 170

@@ -6,7 +6,7 @@ import pytest
 from scipy import stats
 
 from shuffledp.core import ValidationError
-from shuffledp.local import concat_reports, frequency_oracle, n_reports
+from shuffledp.local import concat_rows, frequency_oracle, n_rows
 from shuffledp.local.subset import SubsetSelection
 from shuffledp.local.verify import sweep_reports, worst_case_log_ratio
 from tests.conftest import mean_z_bound, variance_ratio_band
@@ -102,8 +102,8 @@ def test_mergeable(rng):
     m = SubsetSelection(1.0, 40)
     r1 = m.randomize(rng.integers(0, 40, 100), rng)
     r2 = m.randomize(rng.integers(0, 40, 50), rng)
-    both = concat_reports([r1, r2])
-    assert n_reports(both) == 150
+    both = concat_rows([r1, r2])
+    assert n_rows(both) == 150
     np.testing.assert_array_equal(m.aggregate(both), m.aggregate(r1) + m.aggregate(r2))
 
 

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from shuffledp.core import ValidationError
-from shuffledp.local import concat_reports, frequency_oracle, n_reports, take_reports
+from shuffledp.local import concat_rows, frequency_oracle, n_rows, take_rows
 from shuffledp.local.bits import unpack_rows
 from shuffledp.local.packed import pack_rows
 from shuffledp.local.unary import OptimizedUnaryEncoding, SymmetricUnaryEncoding, UnaryEncoding
@@ -39,8 +39,8 @@ def test_registry_and_parameters():
         assert m.q >= m.q_ideal and m.p <= m.p_ideal
         assert m.effective_epsilon <= m.epsilon
         assert m.effective_epsilon > m.epsilon - 1e-6
-        assert m.privacy.eps == m.effective_epsilon and m.privacy.delta == 0.0
-        assert m.privacy.model == "local" and m.privacy.neighbouring == "replace_one"
+        assert m.privacy().eps == m.effective_epsilon and m.privacy().delta == 0.0
+        assert m.privacy().model == "local" and m.privacy().neighbouring == "replace_one"
         assert "UnaryEncoding" in repr(m)
 
 
@@ -173,7 +173,7 @@ def test_unbiased_and_variance(name, eps, d, rng):
     x[: n // 2] = 0  # skewed: f_0 ~ 0.5
     f = np.bincount(x, minlength=d) / n
     rep = m.randomize(np.tile(x, R), rng)  # R * n users at once, split into rounds below
-    stats_ = np.stack([m.aggregate(take_reports(rep, slice(r * n, (r + 1) * n))) for r in range(R)])
+    stats_ = np.stack([m.aggregate(take_rows(rep, slice(r * n, (r + 1) * n))) for r in range(R)])
     ests = np.stack([m.estimate(s, n).values for s in stats_])
     lo, hi = variance_ratio_band(R)
     assert 0.9 < lo and hi < 1.1
@@ -214,11 +214,11 @@ def test_mergeable_and_shuffle_invariant(name, rng):
     m = frequency_oracle(name, 1.0, 77)
     r1 = m.randomize(rng.integers(0, 77, 1000), rng)
     r2 = m.randomize(rng.integers(0, 77, 517), rng)
-    both = concat_reports([r1, r2])
-    assert n_reports(both) == 1517
+    both = concat_rows([r1, r2])
+    assert n_rows(both) == 1517
     np.testing.assert_array_equal(m.aggregate(both), m.aggregate(r1) + m.aggregate(r2))
     perm = rng.permutation(1517)
-    np.testing.assert_array_equal(m.aggregate(take_reports(both, perm)), m.aggregate(both))
+    np.testing.assert_array_equal(m.aggregate(take_rows(both, perm)), m.aggregate(both))
     np.testing.assert_array_equal(m.aggregate(both), unpack_rows(both["bits"], 77).sum(axis=0))
     assert m.validate_reports(both)["bits"] is both["bits"]
 
@@ -289,7 +289,7 @@ def test_bad_reports_and_estimate_inputs(name, rng):
         m.estimate(np.zeros(9), 10)
     with pytest.raises(ValidationError, match="n must be"):
         m.estimate(np.zeros(10), 0)
-    with pytest.raises(ValidationError, match="f must be"):
+    with pytest.raises(ValidationError, match="value must be"):
         m.variance(10, 1.5)
     with pytest.raises(ValidationError, match="n must be"):
         m.variance(0, 0.1)

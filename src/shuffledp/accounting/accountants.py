@@ -6,7 +6,7 @@ Back ends
   branches). Gaussian / zCDP events get an equal share of the delta budget.
 - :class:`AdvancedCompositionAccountant` — Dwork–Rothblum–Vadhan with the delta split written out:
   events with a fixed delta keep theirs; the rest of delta is split half to delta' and half
-  equally over the Gaussian / zCDP compositions (seed 001's split). Reports min(DRV, basic).
+  equally over the Gaussian / zCDP compositions. Reports min(DRV, basic).
 - :class:`RdpAccountant` — RDP on an order grid with large orders; improved conversion by default.
 - :class:`ZCdpAccountant` — sums rho (and xi); CKS20 optimal conversion by default.
 - :class:`~shuffledp.accounting.pld.PldAccountant` (module ``pld``) — privacy-loss distributions,
@@ -358,7 +358,7 @@ class RdpAccountant(PrivacyAccountant):
     (max of the branch curves, per order). ``ApproxDpEvent`` with delta > 0 is not supported.
 
     ``conversion='improved'`` (CKS20 / Balle et al. 2020) is the default; ``'naive'`` (Mironov 2017,
-    seed 001) only on request. Cost: O(#orders) per event (O(alpha) terms for subsampled Gaussian
+    Prop. 3) only on request. Cost: O(#orders) per event (O(alpha) terms for subsampled Gaussian
     at integer orders).
     """
 
@@ -471,7 +471,7 @@ class ZCdpAccountant(PrivacyAccountant):
     Gaussian: rho = sensitivity^2 / (2 sigma^2); pure eps-DP, Laplace and randomized response:
     rho = eps^2 / 2 (Bun–Steinke Prop. 1.4); parallel branches: max xi, max rho.
     ``conversion='improved'`` = CKS20 optimal (default); ``'naive'`` = ``rho + 2 sqrt(rho log 1/delta)``
-    (seed 001).
+    (Bun–Steinke 2016 Prop. 1.3).
     """
 
     name = "zCDP"

@@ -66,7 +66,7 @@ def _check_statements(statements: Any, name: str = "statements") -> list[tuple[f
 
 
 def basic_composition(statements: Sequence[tuple[float, float]]) -> tuple[float, float]:
-    """Sequential composition: ``(sum eps_i, sum delta_i)`` (Dwork et al. 2006; seed 003 Thm 3).
+    """Sequential composition: ``(sum eps_i, sum delta_i)`` (Dwork, Kenthapadi, McSherry, Mironov, Naor, EUROCRYPT 2006; Dwork–Roth 2014 Thm 3.16).
 
     Each eps_i must be >= 0 (``inf`` allowed) and each delta_i in [0, 1); epsilon rounded up."""
     pairs = _check_statements(statements)
@@ -105,7 +105,8 @@ def advanced_composition(epsilons: Sequence[float], delta_prime: float) -> float
 
 def subsampling_amplification(epsilon: float, delta: float, q: float) -> tuple[float, float]:
     """Privacy amplification by subsampling: an (eps, delta)-DP mechanism run on a subsample is
-    ``(log(1 + q (e^eps - 1)), q delta)``-DP (seed 003 Thm 10; Balle, Barthe, Gaboardi 2018).
+    ``(log(1 + q (e^eps - 1)), q delta)``-DP (Balle, Barthe, Gaboardi, "Privacy amplification by subsampling: tight analyses via couplings and
+    divergences", NeurIPS 2018).
 
     Holds for Poisson sampling with rate q under add/remove-one neighbours and for sampling
     m of N records without replacement (q = m/N) under replace-one neighbours.
@@ -117,7 +118,7 @@ def subsampling_amplification(epsilon: float, delta: float, q: float) -> tuple[f
 
 
 def group_privacy(statement: PrivacyStatement | tuple[float, float], k: int) -> PrivacyStatement:
-    """Group privacy (seed 003 Thm 5; Dwork–Roth 2014 Thm 2.2 / Lemma 2.2 for approximate DP).
+    """Group privacy (Dwork–Roth 2014 Thm 2.2 / Lemma 2.2 for approximate DP).
 
     An (eps, delta)-DP guarantee for neighbours differing in one record gives, for datasets
     differing in ``k`` records, ``(k eps, k e^{(k-1) eps} delta)``; pure eps-DP gives ``k eps``.
@@ -202,7 +203,7 @@ def gaussian_epsilon_exact(delta: float, mu: float) -> float:
 
 def gaussian_epsilon_classic(delta: float, sigma: float, sensitivity: float = 1.0) -> float | None:
     """Classic Gaussian calibration inverted: ``eps = sensitivity sqrt(2 ln(1.25/delta)) / sigma``
-    (Dwork–Roth 2014 Thm A.1; seed 003 Thm 6). The proof needs eps < 1; returns ``None`` otherwise.
+    (Dwork–Roth 2014 Thm A.1). The proof needs eps < 1; returns ``None`` otherwise.
     ``sigma`` and ``sensitivity`` must be finite reals > 0; the epsilon is rounded up."""
     delta = check_delta(delta)
     sigma = check_real(sigma, "sigma", low=0.0, low_open=True)

@@ -242,7 +242,7 @@ def rdp_to_epsilon(orders: np.ndarray, rdp: np.ndarray, delta: float,
                    conversion: Conversion = "improved") -> tuple[float, float]:
     """Smallest eps over the grid such that the RDP curve implies (eps, delta)-DP.
 
-    ``naive`` (Mironov 2017 Prop. 3, seed 001): ``eps = rdp(a) + log(1/delta)/(a-1)``.
+    ``naive`` (Mironov 2017 Prop. 3): ``eps = rdp(a) + log(1/delta)/(a-1)``.
     ``improved`` (CKS20 Prop. 12 / Balle et al. 2020 Thm 21):
     ``eps = rdp(a) + log1p(-1/a) - (log delta + log a)/(a-1)``; it is smaller by
     ``log(a)/(a-1) - log1p(-1/a)`` at every order. Negative values are clamped to 0.
@@ -283,7 +283,7 @@ def rdp_to_delta(orders: np.ndarray, rdp: np.ndarray, epsilon: float,
 def zcdp_to_epsilon(rho: float, delta: float, xi: float = 0.0, conversion: Conversion = "improved") -> float:
     """(xi, rho)-zCDP -> (eps, delta)-DP.
 
-    ``naive`` (standard, Bun–Steinke 2016 Prop. 1.3; seed 001): ``xi + rho + 2 sqrt(rho log(1/delta))``
+    ``naive`` (standard, Bun–Steinke 2016 Prop. 1.3): ``xi + rho + 2 sqrt(rho log(1/delta))``
     — the exact minimum over real a of the naive RDP bound on the line ``xi + rho a``.
     ``improved`` (CKS20 Prop. 12, as in OpenDP's ``cdp_delta``): the improved RDP bound on the same
     line minimised over real a > 1 numerically. Any a gives a valid bound, so an inexact minimiser

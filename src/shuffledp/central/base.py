@@ -22,6 +22,7 @@ import numpy as np
 
 from ..core.errors import ValidationError
 from ..core.privacy import PrivacyStatement
+from ..core.validation import check_positive_int, check_real
 
 __all__ = [
     "CentralMechanism",
@@ -111,7 +112,8 @@ class CentralMechanism(ABC):
     """Noise added once by a trusted curator to an exact aggregate.
 
     Subclasses implement :meth:`release` (exact, OS randomness, refuses seeds),
-    :meth:`simulate` (vectorized numpy, seeded), :attr:`privacy` and :attr:`variance`.
+    :meth:`simulate` (vectorized numpy, seeded), :meth:`_privacy` and :meth:`_variance` (read through
+    :meth:`privacy` and :meth:`variance`).
     """
 
     name: ClassVar[str] = ""
@@ -124,15 +126,39 @@ class CentralMechanism(ABC):
     def simulate(self, true_values: Any, rng: np.random.Generator) -> np.ndarray:
         """Vectorized simulation of releases with a caller's generator (never a release)."""
 
-    @property
-    @abstractmethod
-    def privacy(self) -> PrivacyStatement:
-        """The guarantee of one release (model ``"central"``)."""
+    def privacy(self, n: int | None = None) -> PrivacyStatement:
+        """The guarantee of one release (model ``"central"``).
 
-    @property
+        ``n``, the number of users, is accepted so that every contract (local oracles, protocols,
+        central and key-value mechanisms) has one ``privacy(n=None)``; a central mechanism's
+        guarantee depends on the query's sensitivity, not on ``n``, so ``n`` is only validated
+        (an integer >= 1) and otherwise ignored. Subclasses state their guarantee in
+        :meth:`_privacy`.
+        """
+        if n is not None:
+            check_positive_int(n, "n")
+        return self._privacy()
+
     @abstractmethod
-    def variance(self) -> float:
-        """Variance of the noise added to one coordinate (in the query's units)."""
+    def _privacy(self) -> PrivacyStatement:
+        """The guarantee of one release, independent of the number of users."""
+
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """Variance of one released coordinate (in the query's units): the variance of the noise.
+
+        The signature is the one of every contract (local oracles, protocols, key-value
+        mechanisms): ``n`` users, true value ``value``. The noise of a central mechanism depends
+        on neither, so both are only validated (``n`` an integer >= 1, ``value`` a finite real)
+        and otherwise ignored. Subclasses state it in :meth:`_variance`.
+        """
+        if n is not None:
+            check_positive_int(n, "n")
+        check_real(value, "value")
+        return self._variance()
+
+    @abstractmethod
+    def _variance(self) -> float:
+        """Variance of the noise added to one coordinate."""
 
     @staticmethod
     def _check_generator(rng: Any) -> np.random.Generator:

@@ -180,7 +180,7 @@ def discrete_gaussian_delta(sigma: float, epsilon: float, sensitivity: int = 1) 
 def discrete_gaussian_epsilon(sigma: float, delta: float, sensitivity: int = 1) -> float:
     """Smallest eps with :func:`discrete_gaussian_delta` <= delta (rounded up).
 
-    Reference (spec accounting §1.3 G, D = 1, delta = 1e-5): sigma 1 -> 4.4302, 2 -> 2.0113,
+    Reference values (D = 1, delta = 1e-5): sigma 1 -> 4.4302, 2 -> 2.0113,
     5 -> 0.7266.
     """
     dlt = check_delta(delta)

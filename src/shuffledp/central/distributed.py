@@ -72,7 +72,7 @@ class DistributedGeometricMechanism(CentralMechanism):
     rational eps/Delta; OS randomness).
     Cost: per share, about (1 - alpha)^(1/(gamma n) - 1) ~ Delta/eps geometric proposals
     (~20 microseconds each), i.e. ~2 ms per party at Delta/eps = 100; analyzer: nothing.
-    Variance: of the total noise 2 alpha/(1 - alpha)^2 (:attr:`variance`), of one party's share
+    Variance: of the total noise 2 alpha/(1 - alpha)^2 (:meth:`variance`), of one party's share
     2 r alpha/(1 - alpha)^2 (:attr:`share_variance`).
     """
 
@@ -98,15 +98,13 @@ class DistributedGeometricMechanism(CentralMechanism):
         self.rate = Fraction(self.epsilon) / self.sensitivity
         self.alpha = math.exp(-self.epsilon / self.sensitivity)
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         return PrivacyStatement(self.epsilon, 0.0, "central", self.neighbouring,  # type: ignore[arg-type]
                                 gamma=self.honest_fraction,
                                 note=f"DistributedGeometric(parties={self.parties}, sensitivity={self.sensitivity}): "
                                      "guarantee of the aggregated sum only")
 
-    @property
-    def variance(self) -> float:
+    def _variance(self) -> float:
         """Variance of the total noise when every party adds its share: 2a/(1 - a)^2 / gamma."""
         return discrete_laplace_variance(self.sensitivity / self.epsilon) / self.honest_fraction
 

@@ -123,8 +123,9 @@ def simulate_polya(r: float, alpha: float, size: int | tuple[int, ...], rng: np.
     """Pólya NB(r, alpha) draws with numpy's negative binomial.
 
     numpy's ``negative_binomial(n, p)`` takes the *success* probability ``p = 1 - alpha``
-    (passing alpha under-noises massively — the bug of the BBGN CCS'20 experiment code,
-    spec ``shuffle-amplification-sum-other.md`` §3). Simulation only.
+    (passing alpha under-noises massively — the bug of the experiment code of Balle, Bell,
+    Gascón, Nissim, "Private summation in the multi-message shuffle model", CCS 2020).
+    Simulation only.
     """
     return rng.negative_binomial(r, 1.0 - alpha, size).astype(np.int64)
 

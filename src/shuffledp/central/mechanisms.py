@@ -156,13 +156,11 @@ class DiscreteLaplaceMechanism(CentralMechanism):
         #: exact noise scale Delta / eps
         self.scale = Fraction(self.sensitivity) / Fraction(self.epsilon)
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         return PrivacyStatement(self.epsilon, 0.0, "central", self.neighbouring,
                                 note=f"{type(self).__name__}(sensitivity={self.sensitivity})")
 
-    @property
-    def variance(self) -> float:
+    def _variance(self) -> float:
         return discrete_laplace_variance(float(self.scale))
 
     def noise_pmf(self, z: Any) -> np.ndarray:
@@ -295,8 +293,7 @@ class LaplaceMechanism(_GridMixin, CentralMechanism):
         #: exact noise scale in grid units: D_g / eps
         self.grid_scale = Fraction(self.grid_sensitivity) / Fraction(self.epsilon)
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         return PrivacyStatement(self.epsilon, 0.0, "central", self.neighbouring,
                                 note=f"LaplaceMechanism(sensitivity={self.sensitivity:g}) on grid "
                                      f"2^{self.granularity_exponent}, grid sensitivity {self.grid_sensitivity}")
@@ -306,8 +303,7 @@ class LaplaceMechanism(_GridMixin, CentralMechanism):
         """Effective Laplace scale in the query's units: D_g g / eps (>= Delta/eps)."""
         return float(self.grid_scale) * self.granularity
 
-    @property
-    def variance(self) -> float:
+    def _variance(self) -> float:
         return discrete_laplace_variance(float(self.grid_scale)) * self.granularity ** 2
 
     def noise_pmf_grid(self, z: Any) -> np.ndarray:
@@ -412,15 +408,13 @@ class GaussianMechanism(_GridMixin, CentralMechanism):
         """zCDP parameter D_g^2 / (2 s^2) of the grid mechanism."""
         return self.grid_sensitivity ** 2 / (2.0 * self.grid_sigma ** 2)
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         return PrivacyStatement(self.epsilon, self.delta, "central", self.neighbouring,
                                 note=f"GaussianMechanism({self.calibration}, sigma={self.sigma:.6g}) on grid "
                                      f"2^{self.granularity_exponent}; exact discrete delta {self.exact_delta:.3g}; "
                                      f"rho={self.rho:.6g}-zCDP")
 
-    @property
-    def variance(self) -> float:
+    def _variance(self) -> float:
         return discrete_gaussian_variance(self.grid_sigma) * self.granularity ** 2
 
     def release(self, true_value: Any, *, rng: object = None, seed: object = None,
@@ -507,14 +501,12 @@ class DiscreteGaussianMechanism(CentralMechanism):
         """zCDP parameter D^2 / (2 sigma^2)."""
         return self.sensitivity ** 2 / (2.0 * self.sigma ** 2)
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         return PrivacyStatement(self.epsilon, self.delta, "central", self.neighbouring,
                                 note=f"DiscreteGaussianMechanism(sigma={self.sigma:.6g}, sensitivity="
                                      f"{self.sensitivity}); exact delta {self.exact_delta:.3g}; rho={self.rho:.6g}-zCDP")
 
-    @property
-    def variance(self) -> float:
+    def _variance(self) -> float:
         return discrete_gaussian_variance(self.sigma)
 
     def noise_pmf(self, z: Any) -> np.ndarray:
@@ -600,14 +592,12 @@ class BinomialMechanism(CentralMechanism):
                 raise ValidationError(f"trials={n} gives exact delta {self.exact_delta:.3g} > {self.delta}",
                                       parameter="trials")
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         ed = "n/a" if self.exact_delta is None else f"{self.exact_delta:.3g}"
         return PrivacyStatement(self.epsilon, self.delta, "central", self.neighbouring,
                                 note=f"BinomialMechanism(N={self.trials}, {self.calibration}); exact delta {ed}")
 
-    @property
-    def variance(self) -> float:
+    def _variance(self) -> float:
         return self.trials / 4.0
 
     def trials_per_party(self, parties: int) -> int:

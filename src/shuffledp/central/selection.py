@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core.errors import ValidationError
 from ..core.privacy import PrivacyStatement
-from ..core.validation import check_epsilon
+from ..core.validation import check_epsilon, check_positive_int
 from . import exact
 from .base import refuse_seed
 from .calibration import check_sensitivity
@@ -65,8 +65,11 @@ class PermuteAndFlip:
         self._rate = Fraction(self.epsilon) / (factor * Fraction(self.sensitivity))
         self.rate = float(self._rate)
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def privacy(self, n: int | None = None) -> PrivacyStatement:
+        """The guarantee of one selection (model ``"central"``); ``n``, the number of users, is
+        only validated (an integer >= 1): the guarantee depends on the utilities' sensitivity."""
+        if n is not None:
+            check_positive_int(n, "n")
         return PrivacyStatement(self.epsilon, 0.0, "central", self.neighbouring,  # type: ignore[arg-type]
                                 note=f"PermuteAndFlip(sensitivity={self.sensitivity:g}, monotonic={self.monotonic})")
 

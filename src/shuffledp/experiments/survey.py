@@ -52,7 +52,8 @@ import numpy as np
 
 from .. import pipeline
 from ..core.errors import ShuffleDPError
-from ..shuffle.base import Protocol, n_messages, take_messages
+from ..core.batch import n_rows, take_rows
+from ..shuffle.base import Protocol
 
 __all__ = ["FigureSpec", "SurveyConfig", "SkipPoint", "run_survey", "measure_point", "make_data",
            "true_total", "build_protocol", "METHODS", "BASELINES", "LABELS", "ROW_FIELDS"]
@@ -360,9 +361,9 @@ def _timing(proto: Protocol, values: np.ndarray, n: int, cfg: SurveyConfig,
     m = int(min(n, max(1, cfg.timing_max_messages // max(1, math.ceil(per_user)))))
     sub = values[:m]
     msgs = proto.encode(sub, rng)
-    user_msgs = n_messages(msgs)
+    user_msgs = n_rows(msgs)
     batch = pipeline.deliver(proto, msgs, rng)
-    n_batch = n_messages(batch)
+    n_batch = n_rows(batch)
     fakes = n_batch - user_msgs
     t_full, stat = _best_time(proto, batch, cfg.timing_repeats)
     t_est = _estimate_time(proto, stat, m, cfg.timing_repeats)
@@ -375,7 +376,7 @@ def _timing(proto: Protocol, values: np.ndarray, n: int, cfg: SurveyConfig,
         # fixed + per-message cost, fitted on the batch and on its first quarter: aggregation is
         # a pass over the messages plus per-item work (e.g. a curator's noise for d items)
         k = max(1, n_batch // 4)
-        t_quarter, _ = _best_time(proto, take_messages(batch, slice(0, k)), cfg.timing_repeats)
+        t_quarter, _ = _best_time(proto, take_rows(batch, slice(0, k)), cfg.timing_repeats)
         per_msg = max((t_full - t_quarter) / max(n_batch - k, 1), 0.0)
         fixed = max(t_full - per_msg * n_batch, 0.0)
         t_an = fixed + per_msg * total + t_est

@@ -4,7 +4,8 @@ Entry points: :func:`frequency_oracle` and :func:`mean_oracle` build a mechanism
 registry name. Every mechanism implements the contract in :mod:`shuffledp.local.base`.
 """
 
-from .base import FrequencyOracle, LocalRandomizer, MeanOracle, Reports, concat_reports, n_reports, take_reports
+from ..core.batch import Columns, concat_rows, n_rows, take_rows
+from .base import FrequencyOracle, LocalRandomizer, MeanOracle, Reports
 from .grr import GeneralizedRandomizedResponse
 from .registry import FREQUENCY_ORACLES, MEAN_ORACLES, frequency_oracle, mean_oracle
 
@@ -13,9 +14,10 @@ __all__ = [
     "LocalRandomizer",
     "MeanOracle",
     "Reports",
-    "concat_reports",
-    "n_reports",
-    "take_reports",
+    "Columns",
+    "concat_rows",
+    "n_rows",
+    "take_rows",
     "GeneralizedRandomizedResponse",
     "FREQUENCY_ORACLES",
     "MEAN_ORACLES",

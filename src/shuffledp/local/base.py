@@ -15,10 +15,11 @@ import functools
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
+from ..core.batch import Columns, concat_rows, n_rows, take_rows
 from ..core.errors import ValidationError
 from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
@@ -43,32 +44,20 @@ __all__ = [
     "check_rng",
     "check_n",
     "check_reports",
+    "smallest_variance",
 ]
 
-Reports = dict[str, np.ndarray]
+#: A columnar report batch (:data:`shuffledp.core.batch.Columns`): one row per user.
+Reports = Columns
+
+# The batch helpers of :mod:`shuffledp.core.batch` under their former names (the service layer
+# imports them from here).
+n_reports = n_rows
+concat_reports = concat_rows
+take_reports = take_rows
 
 #: Users processed per chunk on O(n*d) paths so memory stays bounded.
 DEFAULT_CHUNK = 1 << 16
-
-
-def n_reports(reports: Reports) -> int:
-    """Number of users in a columnar report batch."""
-    if not reports:
-        return 0
-    return int(next(iter(reports.values())).shape[0])
-
-
-def concat_reports(parts: list[Reports]) -> Reports:
-    """Concatenate report batches (same fields) along the user axis."""
-    if not parts:
-        raise ValidationError("concat_reports needs at least one batch", parameter="parts")
-    keys = parts[0].keys()
-    return {k: np.concatenate([p[k] for p in parts], axis=0) for k in keys}
-
-
-def take_reports(reports: Reports, idx: np.ndarray | slice) -> Reports:
-    """Select users ``idx`` (a permutation shuffles a batch)."""
-    return {k: v[idx] for k, v in reports.items()}
 
 
 def check_rng(rng: Any) -> np.random.Generator:
@@ -136,7 +125,8 @@ def _wrap_checked(cls: type) -> None:
     - ``estimate(statistic, n=None, ...)``: ``n`` an integer >= 1 (or ``None``: the number of users
       the statistic records, where it records it), then ``cls._check_statistic_for(statistic, n)``
       and ``cls._check_users(statistic, n)`` (``n`` consistent with the statistic);
-    - ``variance(n, f, ...)``: ``n`` an integer >= 1, ``f`` via ``cls._check_f``.
+    - ``variance(n, value, ...)``: ``n`` an integer >= 1 (``None`` is refused: a local oracle has
+      no default number of users), ``value`` via ``cls._check_value``.
     """
 
     def randomize_wrapper(fn):
@@ -174,10 +164,13 @@ def _wrap_checked(cls: type) -> None:
 
     def variance_wrapper(fn):
         @functools.wraps(fn)
-        def variance(self, n, f=0.0, *args, **kwargs):
+        def variance(self, n=None, value=0.0, *args, **kwargs):
+            if n is None:
+                raise ValidationError(f"{type(self).__name__}.variance needs the number of users n "
+                                      "(the variance of a local estimate is proportional to 1/n)", parameter="n")
             n = check_n(n)
-            self._check_f(f)
-            return fn(self, n, f, *args, **kwargs)
+            self._check_value(value)
+            return fn(self, n, value, *args, **kwargs)
         return variance
 
     for name, wrap in (("randomize", randomize_wrapper), ("aggregate", aggregate_wrapper),
@@ -190,8 +183,14 @@ def _wrap_checked(cls: type) -> None:
         setattr(cls, name, wrapped)
 
 
-class LocalRandomizer(ABC):
-    """An eps-LDP randomizer with an analyzer.
+#: The type of what :meth:`LocalRandomizer.estimate` returns: :class:`~shuffledp.core.Estimate`
+#: for frequency and mean oracles, :class:`~shuffledp.local.keyvalue.KeyValueEstimate` for
+#: key-value mechanisms.
+EstimateT = TypeVar("EstimateT")
+
+
+class LocalRandomizer(ABC, Generic[EstimateT]):
+    """An eps-LDP randomizer with an analyzer whose estimates are of type ``EstimateT``.
 
     Subclasses set ``name`` (the registry name) and implement the abstract methods.
     """
@@ -216,7 +215,7 @@ class LocalRandomizer(ABC):
         """Mergeable sufficient statistic of a report batch."""
 
     @abstractmethod
-    def estimate(self, statistic: np.ndarray, n: int | None = None) -> Estimate:
+    def estimate(self, statistic: np.ndarray, n: int | None = None) -> EstimateT:
         """Unbiased estimate from the aggregated statistic of ``n`` users.
 
         ``n`` may be omitted where the statistic records its number of users
@@ -293,16 +292,32 @@ class LocalRandomizer(ABC):
                                   f"{n * mu:g} expected of {n} reports{hint}", parameter="n")
 
     @abstractmethod
-    def variance(self, n: int, f: float = 0.0) -> float:
-        """Closed-form variance of one estimated value from ``n`` users (true value ``f``)."""
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """Closed-form variance of one coordinate of the estimate from ``n`` users whose true value
+        is ``value`` (a fraction for frequency oracles, a mean for mean oracles).
+
+        The signature is the one of every contract (protocols, central and key-value mechanisms);
+        a local oracle has no default ``n``, so ``n=None`` is a :class:`ValidationError` naming ``n``.
+        """
 
     # --- privacy --------------------------------------------------------------------
     @abstractmethod
     def probabilities(self, reports: Reports, x: Any) -> np.ndarray:
         """Pr[R(x) = y_i] (or the density) for each report y_i in ``reports``, input ``x``."""
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def privacy(self, n: int | None = None) -> PrivacyStatement:
+        """The guarantee each report carries (model ``"local"``, replace-one neighbouring).
+
+        ``n``, the number of users, is accepted so that every contract (local oracles, protocols,
+        central and key-value mechanisms) has one ``privacy(n=None)``; a local guarantee holds
+        for each report whatever ``n`` is, so it is only validated (an integer >= 1) and
+        otherwise ignored. Subclasses state their guarantee in :meth:`_privacy`.
+        """
+        if n is not None:
+            check_n(n)
+        return self._privacy()
+
+    def _privacy(self) -> PrivacyStatement:
         """Each report is eps-LDP (replace-one neighbouring on a single user's input)."""
         return PrivacyStatement(self.epsilon, 0.0, "local", "replace_one", note=f"{type(self).__name__}")
 
@@ -313,21 +328,21 @@ class LocalRandomizer(ABC):
         """Check a report batch received from outside (fields, dtypes, ranges)."""
         return reports
 
-    def run(self, values: Any, rng: np.random.Generator | int | None = None) -> Estimate:
+    def run(self, values: Any, rng: np.random.Generator | int | None = None) -> EstimateT:
         """Convenience: randomize, aggregate and estimate in one call (simulation)."""
         reports = self.randomize(values, rng)
-        return self.estimate(self.aggregate(reports), n_reports(reports))
+        return self.estimate(self.aggregate(reports), n_rows(reports))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(epsilon={self.epsilon:g})"
 
 
-class FrequencyOracle(LocalRandomizer):
+class FrequencyOracle(LocalRandomizer[Estimate]):
     """eps-LDP frequency oracle over the domain [0, d).
 
     ``estimate(...).values`` are **fractions** of users per item (unbiased, may be negative);
-    ``variance(n, f)`` is the variance of one item's fraction estimate when its true fraction
-    is ``f``.
+    ``variance(n, value)`` is the variance of one item's fraction estimate when its true
+    fraction is ``value``.
     """
 
     def __init__(self, epsilon: float, d: int) -> None:
@@ -355,9 +370,9 @@ class FrequencyOracle(LocalRandomizer):
 
         check_batch_fits(self, int(n))
 
-    def _check_f(self, f: Any) -> np.ndarray:
-        """``f`` of :meth:`variance`: true fraction(s), finite, in [0, 1]."""
-        return _check_real_array(f, "f", 0.0, 1.0)
+    def _check_value(self, value: Any) -> np.ndarray:
+        """``value`` of :meth:`variance`: true fraction(s), finite, in [0, 1]."""
+        return _check_real_array(value, "value", 0.0, 1.0)
 
     def _statistic_shape(self) -> tuple[int, ...]:
         """Shape of :meth:`aggregate`'s output (default: one count per item)."""
@@ -384,6 +399,17 @@ class FrequencyOracle(LocalRandomizer):
     def check_values(self, values: Any) -> np.ndarray:
         return check_int_values(values, self.d)
 
+    def uniform_variance(self) -> float:
+        """Mean over the ``d`` items of the variance of one fraction estimate from ``n = 1`` user
+        when the true distribution is uniform (``1/d`` each); every estimate's variance is
+        proportional to ``1/n``, so this ranks configurations at every ``n``.
+
+        The figure of merit by which a mechanism with variants or tuning knobs picks its default
+        (the smallest). Default: ``variance(1, 1/d)`` (every item's variance is the same when all
+        have the same frequency); mechanisms whose variance depends on the other items override it.
+        """
+        return float(self.variance(1, 1.0 / self.d))
+
     def simulate_statistic(self, true_counts: Any, rng: np.random.Generator) -> np.ndarray:
         """Sample the aggregate statistic directly from the true per-item counts.
 
@@ -405,18 +431,37 @@ class FrequencyOracle(LocalRandomizer):
         f = (np.asarray(support_counts, dtype=np.float64) - n * q) / (n * (p - q))
         fc = np.clip(f, 0.0, 1.0)
         var = (q * (1 - q) + fc * (1 - p - q) * (p - q)) / (n * (p - q) ** 2)
-        return Estimate(f, np.sqrt(var), n, self.privacy, "frequency")
+        return Estimate(f, np.sqrt(var), n, self.privacy(), "frequency")
 
     @staticmethod
     def _pure_variance(n: int, f: float, p: float, q: float) -> float:
-        """Exact variance of a pure protocol's fraction estimate (spec §1)."""
+        """Exact variance of a pure protocol's fraction estimate (Wang, Blocki, Li, Jha, USENIX Security
+        2017, with the ``f`` term kept)."""
         return (q * (1 - q) + f * (1 - p - q) * (p - q)) / (n * (p - q) ** 2)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(epsilon={self.epsilon:g}, d={self.d})"
 
 
-class MeanOracle(LocalRandomizer):
+def smallest_variance(candidates: Any, ideal: np.ndarray, build: Any, keep: int = 3) -> Any:
+    """The candidate parameter whose mechanism has the smallest :meth:`~FrequencyOracle.uniform_variance`.
+
+    ``ideal`` (one per candidate, vectorized by the caller) ranks the candidates by the variance of
+    the ideal, unrounded scheme; the ``keep`` best are built (``build(candidate)``) and compared by
+    the variance they state (with their sampled, rounded probabilities), so rounding never makes
+    the default worse than an explicit choice among the near-ties. Ties go to the first candidate.
+    """
+    cands = np.asarray(candidates)
+    order = np.argsort(np.asarray(ideal, dtype=np.float64), kind="stable")[:keep]
+    best, best_v = None, math.inf
+    for i in sorted(order):
+        v = build(cands[i].item()).uniform_variance()
+        if v < best_v:
+            best, best_v = cands[i].item(), v
+    return best
+
+
+class MeanOracle(LocalRandomizer[Estimate]):
     """eps-LDP mean estimator for values in [-1, 1] (``dim`` coordinates per user)."""
 
     def __init__(self, epsilon: float, dim: int = 1) -> None:
@@ -432,9 +477,9 @@ class MeanOracle(LocalRandomizer):
     def _check_batch_fits(self, values: Any) -> None:
         """Mean oracles' reports are O(dim) per user: no plan needed."""
 
-    def _check_f(self, f: Any) -> np.ndarray:
-        """``f`` of :meth:`variance`: the true value(s), finite, in [-1, 1]."""
-        return _check_real_array(f, "f", -1.0, 1.0)
+    def _check_value(self, value: Any) -> np.ndarray:
+        """``value`` of :meth:`variance`: the true mean(s), finite, in [-1, 1]."""
+        return _check_real_array(value, "value", -1.0, 1.0)
 
     def _check_statistic_for(self, statistic: Any, n: int) -> np.ndarray:
         """Shape and finiteness of a statistic of ``n`` users (mechanisms add their range)."""
@@ -446,6 +491,13 @@ class MeanOracle(LocalRandomizer):
             raise ValidationError("statistic must be finite numbers", parameter="statistic")
         return s
 
+    def worst_variance(self) -> float:
+        """Largest variance of one coordinate's mean estimate from ``n = 1`` user over the true
+        values ``-1`` and ``1`` (every mean oracle's variance grows with ``value^2``, so the worst
+        case over ``[-1, 1]`` is at the ends, up to the ``O(1/K^2)`` snapping term of the grid
+        mechanisms); the figure of merit by which a mean oracle with tuning knobs picks its default."""
+        return float(max(np.max(self.variance(1, -1.0)), np.max(self.variance(1, 1.0))))
+
     def check_values(self, values: Any) -> np.ndarray:
         if self.dim == 1:
             return check_real_values(values, -1.0, 1.0)
@@ -454,7 +506,3 @@ class MeanOracle(LocalRandomizer):
             raise ValidationError(f"values must have {self.dim} columns, got {arr.shape[1]}", parameter="values")
         return arr
 
-
-def exp_eps(eps: float) -> float:
-    """e^eps (helper with a readable name)."""
-    return math.exp(eps)

@@ -10,7 +10,7 @@ import numpy as np
 from ..core.errors import ValidationError
 from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
-from .base import FrequencyOracle, Reports
+from .base import FrequencyOracle, Reports, check_n
 from .bits import UNIFORM_PRECISION, calibrate_probability
 
 __all__ = ["GeneralizedRandomizedResponse"]
@@ -47,8 +47,7 @@ class GeneralizedRandomizedResponse(FrequencyOracle):
         self.p = float(p)
         self.q = float(self.q_exact)
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         """Each report is ``effective_epsilon``-LDP (replace-one), ``effective_epsilon <= epsilon``."""
         return PrivacyStatement(self.effective_epsilon, 0.0, "local", "replace_one",
                                 note=f"GeneralizedRandomizedResponse: p={self.p!r} on the grid 2^-{UNIFORM_PRECISION}; "
@@ -81,8 +80,8 @@ class GeneralizedRandomizedResponse(FrequencyOracle):
     def estimate(self, statistic: np.ndarray, n: int) -> Estimate:
         return self._pure_estimate(statistic, n, self.p, self.q)
 
-    def variance(self, n: int, f: float = 0.0) -> float:
-        return self._pure_variance(n, f, self.p, self.q)
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        return self._pure_variance(check_n(n), value, self.p, self.q)
 
     def probabilities(self, reports: Reports, x: Any) -> np.ndarray:
         """``Pr[y | x]``: the sampled ``p`` if ``y = x``, else ``q = (1-p)/(d-1)``."""

@@ -11,7 +11,7 @@ from ..core.errors import ValidationError
 from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
 from ..core.validation import check_int_values
-from .base import FrequencyOracle, Reports
+from .base import FrequencyOracle, Reports, check_n
 from .bits import UNIFORM_PRECISION, calibrate_probability
 
 __all__ = ["HadamardResponse", "fwht"]
@@ -51,11 +51,19 @@ class HadamardResponse(FrequencyOracle):
     report is ``Y`` with ``Pr[Y = y | x] = e^eps c`` for ``y`` in ``C_x`` and ``c`` otherwise,
     ``c = 2 / (b (2B - 1 + e^eps))``.
 
-    - ``variant="general"`` (default): ``B = 2^floor(log2 min(2d, e^eps))``,
+    - ``variant="general"``: ``B = 2^floor(log2 min(2d, e^eps))``,
       ``b = 2^ceil(log2(d/B + 1))`` (authors' ``Hadamard_Rand_general_original``). For
       ``e^eps < 2`` this is ``B = 1``, the high-privacy scheme.
     - ``variant="high_privacy"``: ``B = 1``, ``K = 2^ceil(log2(d+1))`` for every eps
       (authors' ``Hadamard_Rand_high_priv``).
+    - ``variant=None`` (default): the one of the two with the smaller
+      :meth:`~shuffledp.local.base.FrequencyOracle.uniform_variance` (the mean variance of the
+      items' estimates when the true distribution is uniform) at this ``(epsilon, d)``;
+      :attr:`variant_used` says which (``"general"`` on a tie). Several blocks help only when the
+      mass spreads over the blocks: items ``x`` fill the blocks in order, ``b - 1`` per block, so
+      at ``eps = 1, d = 1024`` the general scheme (``B = 2``, block 0 holding 1023 items) has
+      1.54x the uniform variance of the single block, while at ``eps = 4`` (``B = 32``) it has
+      0.2x.
 
     Sampling: with probability ``u = 2B / A`` the report is uniform on ``[K]``, else uniform on
     ``C_x``; this gives exactly the two probabilities above. The sampled ``u`` is ``2B / A`` rounded
@@ -72,18 +80,32 @@ class HadamardResponse(FrequencyOracle):
     fraction of reports in ``C_x`` and ``F_blk`` in ``x``'s block, all ``x`` at once by one FWHT
     per block of the report histogram.
     Variance of the count: ``n A (2 + (e^eps - 1) P_beta) / (e^eps - 1)^2 - n_x`` (``P_beta`` the
-    true mass of ``x``'s block) [spec A.5, derived].
+    true mass of ``x``'s block), derived from the two probabilities above.
     Cost: O(n) encode, O(n) aggregate (a bincount over K ~ 2d outputs), O(K log b) estimate;
     ``ceil(log2 K)`` bits per report. The bincount dominates.
     """
 
     name = "hr"
 
-    def __init__(self, epsilon: float, d: int, variant: str = "general") -> None:
+    def __init__(self, epsilon: float, d: int, variant: str | None = None) -> None:
         super().__init__(epsilon, d)
-        if variant not in _VARIANTS:
-            raise ValidationError(f"variant must be one of {_VARIANTS}, got {variant!r}", parameter="variant")
+        if variant is not None and variant not in _VARIANTS:
+            raise ValidationError(f"variant must be None (the smaller variance) or one of {_VARIANTS}, "
+                                  f"got {variant!r}", parameter="variant")
+        #: the variant asked for (``None``: the one with the smaller uniform variance)
         self.variant = variant
+        if variant is None:
+            merit = {}
+            for v in ("high_privacy", "general"):
+                self._setup(v)
+                merit[v] = self.uniform_variance()
+            variant = "general" if merit["general"] <= merit["high_privacy"] else "high_privacy"
+        self._setup(variant)
+
+    def _setup(self, variant: str) -> None:
+        """Blocks, block size and the calibrated sampling probability of ``variant``."""
+        #: the variant in use (``"general"`` or ``"high_privacy"``)
+        self.variant_used = variant
         e = math.exp(self.epsilon) if self.epsilon < 700.0 else math.inf
         if variant == "high_privacy":
             B = 1
@@ -115,8 +137,7 @@ class HadamardResponse(FrequencyOracle):
         self._block = items // (b - 1)
         self._row = items % (b - 1) + 1
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         """Each report is ``effective_epsilon``-LDP (replace-one), ``effective_epsilon <= epsilon``."""
         return PrivacyStatement(self.effective_epsilon, 0.0, "local", "replace_one",
                                 note=f"HadamardResponse: uniform-report probability u={self.u!r} on the grid "
@@ -161,7 +182,7 @@ class HadamardResponse(FrequencyOracle):
         fc = np.clip(f, 0.0, 1.0)
         block_mass = np.bincount(self._block, weights=fc, minlength=self.blocks)[self._block]
         var = self._count_variance(1.0, fc, np.minimum(block_mass, 1.0)) / n
-        return Estimate(f, np.sqrt(np.maximum(var, 0.0)), n, self.privacy, "frequency",
+        return Estimate(f, np.sqrt(np.maximum(var, 0.0)), n, self.privacy(), "frequency",
                         extra={"blocks": self.blocks, "block_size": self.block_size})
 
     def _count_variance(self, n: float, f: Any, block_mass: Any) -> Any:
@@ -169,15 +190,21 @@ class HadamardResponse(FrequencyOracle):
         em1 = self.e - 1
         return n * self.A * (2 + em1 * np.asarray(block_mass)) / em1**2 - n * np.asarray(f)
 
-    def variance(self, n: int, f: float = 0.0, block_mass: float | None = None) -> float:
+    def variance(self, n: int | None = None, value: float = 0.0, block_mass: float | None = None) -> float:
         """Exact variance of one fraction estimate.
 
-        ``block_mass`` is the true total fraction of the item's block; default ``f`` for the
+        ``block_mass`` is the true total fraction of the item's block; default ``value`` for the
         general scheme (the item is alone in its block) and 1 when ``B = 1`` (one block).
         """
+        n = check_n(n)
         if block_mass is None:
-            block_mass = 1.0 if self.blocks == 1 else f
-        return float(self._count_variance(n, f, block_mass)) / n**2
+            block_mass = 1.0 if self.blocks == 1 else value
+        return float(self._count_variance(n, value, block_mass)) / n**2
+
+    def uniform_variance(self) -> float:
+        """Mean over the items of the variance of one fraction estimate from one user when the
+        true distribution is uniform (block masses = each block's share of the ``d`` items)."""
+        return float(np.mean(self.variances(1, np.full(self.d, 1.0 / self.d))))
 
     def variances(self, n: int, freqs: Any) -> np.ndarray:
         """Exact variance of every item's fraction estimate for the true distribution ``freqs``."""
@@ -221,5 +248,5 @@ class HadamardResponse(FrequencyOracle):
         return out
 
     def __repr__(self) -> str:
-        return (f"HadamardResponse(epsilon={self.epsilon:g}, d={self.d}, variant={self.variant!r}, "
+        return (f"HadamardResponse(epsilon={self.epsilon:g}, d={self.d}, variant_used={self.variant_used!r}, "
                 f"B={self.blocks}, b={self.block_size})")

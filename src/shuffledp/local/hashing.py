@@ -42,8 +42,8 @@ import numpy as np
 from ..core.errors import ValidationError
 from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
-from ..core.validation import check_int_values, check_positive_int
-from .base import FrequencyOracle, Reports
+from ..core.validation import check_domain_size, check_epsilon, check_int_values, check_positive_int
+from .base import FrequencyOracle, Reports, check_n, smallest_variance
 from .bits import UNIFORM_PRECISION, calibrate_probability
 
 __all__ = [
@@ -160,8 +160,7 @@ class LocalHashing(FrequencyOracle):
         self.p_star = self.p
         self.q_star = self.q + self.collision * (self.p - self.q)
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         """Each report is ``effective_epsilon``-LDP (replace-one), ``effective_epsilon <= epsilon``."""
         return PrivacyStatement(self.effective_epsilon, 0.0, "local", "replace_one",
                                 note=f"{type(self).__name__}: p={self.p!r} on the grid 2^-{UNIFORM_PRECISION}; "
@@ -295,8 +294,8 @@ class LocalHashing(FrequencyOracle):
             raise ValidationError(f"statistic must have shape ({self.d},), got {stat.shape}", parameter="statistic")
         return self._pure_estimate(stat, n, self.p_star, self.q_star)
 
-    def variance(self, n: int, f: float = 0.0) -> float:
-        return self._pure_variance(n, f, self.p_star, self.q_star)
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        return self._pure_variance(check_n(n), value, self.p_star, self.q_star)
 
     # --- privacy ----------------------------------------------------------------------
     def probabilities(self, reports: Reports, x: Any) -> np.ndarray:
@@ -342,7 +341,8 @@ class BinaryLocalHashing(LocalHashing):
 
 
 class OptimizedLocalHashing(LocalHashing):
-    """Optimized local hashing (OLH): ``g = round(e^eps) + 1`` buckets (reference code's rounding).
+    """Optimized local hashing (OLH): by default the number of buckets ``g`` with the smallest
+    variance (:meth:`best_g`; about ``e^eps + 1``, Wang et al.'s choice, except on small domains).
 
     Privacy: exactly ``effective_epsilon``-LDP (``<= epsilon``, see :class:`LocalHashing`).
     Source: Wang et al., USENIX Security 2017 (OLH).
@@ -352,18 +352,53 @@ class OptimizedLocalHashing(LocalHashing):
     Parameters
     ----------
     g : int, optional
-        Override the number of buckets (default ``round(e^eps) + 1``).
+        Override the number of buckets (default :meth:`best_g`; :attr:`g` is the one in use and
+        :attr:`g_chosen` says whether the mechanism chose it).
     """
 
     name = "olh"
 
     def __init__(self, epsilon: float, d: int, g: int | None = None, prime: int | None = None) -> None:
+        #: whether ``g`` was chosen by the mechanism (``g=None``) rather than given
+        self.g_chosen = g is None
         if g is None:
-            from ..core.validation import check_epsilon
-
-            eps = check_epsilon(epsilon)
-            if eps > math.log(MAX_PRIME - 1):
-                raise ValidationError(f"epsilon must be <= {math.log(MAX_PRIME - 1):.4g} for OLH's default g "
-                                      f"(g = round(e^eps) + 1 <= {MAX_PRIME}), got {eps}", parameter="epsilon")
-            g = int(round(math.exp(eps))) + 1
+            g = self.best_g(epsilon, d, prime)
         super().__init__(epsilon, d, g, prime)
+
+    @staticmethod
+    def best_g(epsilon: float, d: int, prime: int | None = None) -> int:
+        """The ``g`` with the smallest :meth:`uniform_variance` for this ``(epsilon, d, prime)``.
+
+        Wang et al.'s ``g = e^eps + 1`` minimises the variance when collisions happen at rate
+        exactly ``1/g``; with the exact collision rate of the affine family (``0`` once ``g >= P``)
+        a small domain prefers ``g`` near ``P`` (at ``eps = 4, d = 16``: ``g = 17``, 2.4x less
+        variance than ``g = 56``). The search ranks every ``g`` in ``[2, min(P, e^eps + 2)]`` by
+        the ideal scheme's variance (a geometric grid refined around its best point when the range
+        exceeds 2^20), then compares the best three as built (:func:`~.base.smallest_variance`).
+        """
+        eps = check_epsilon(epsilon)
+        dd = check_domain_size(d)
+        P = smallest_prime_at_least(dd) if prime is None else check_positive_int(prime, "prime", minimum=dd)
+        e = math.exp(eps) if eps < 700.0 else math.inf
+        hi = int(min(P, MAX_PRIME, math.ceil(e) + 2 if e < 2.0**62 else MAX_PRIME))
+        hi = max(hi, 2)
+
+        def ideal(gs: np.ndarray) -> np.ndarray:
+            g = gs.astype(np.float64)
+            p = e / (e + g - 1) if e < math.inf else np.ones_like(g)
+            q = (1 - p) / (g - 1)
+            base, extra = np.divmod(P, gs)
+            coll = (extra * (base + 1.0) * base + (gs - extra) * base * (base - 1.0)) / (P * (P - 1.0))
+            qs = q + coll * (p - q)
+            f = 1.0 / dd
+            with np.errstate(divide="ignore", invalid="ignore"):
+                v = (qs * (1 - qs) + f * (1 - p - qs) * (p - qs)) / (p - qs) ** 2
+            return np.where(np.isfinite(v), v, np.inf)
+
+        if hi - 1 <= 1 << 20:
+            gs = np.arange(2, hi + 1, dtype=np.int64)
+        else:
+            coarse = np.unique(np.rint(np.geomspace(2, hi, 1 << 12)).astype(np.int64))
+            c = int(coarse[int(np.argmin(ideal(coarse)))])
+            gs = np.arange(max(2, c - (1 << 12)), min(hi, c + (1 << 12)) + 1, dtype=np.int64)
+        return int(smallest_variance(gs, ideal(gs), lambda g: LocalHashing(eps, dd, g, prime)))

@@ -61,7 +61,7 @@ from ..core.errors import ValidationError
 from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
 from ..core.validation import check_int_values, check_positive_int, check_probability
-from .base import DEFAULT_CHUNK, FrequencyOracle, Reports
+from .base import DEFAULT_CHUNK, FrequencyOracle, Reports, check_n
 from .bits import bernoulli_packed, dyadic, packed_column_sums, unpack_rows
 
 __all__ = ["Rappor", "rappor_f_for_epsilon", "bloom_hash"]
@@ -241,7 +241,7 @@ class _Design:
     def ols(self, y: np.ndarray) -> np.ndarray:
         return np.einsum("sjk,jk->s", self.A, y)
 
-    def variance(self, f: np.ndarray, n: float, noise_w: np.ndarray) -> np.ndarray:
+    def candidate_variances(self, f: np.ndarray, n: float, noise_w: np.ndarray) -> np.ndarray:
         """Per-candidate variance: bit noise (weights ``noise_w`` per (cohort, bit)) + cohort sampling."""
         v_noise = np.einsum("sjk,jk->s", self.A2, noise_w)
         Bf = np.einsum("sjk,jk->sj", self.A, np.einsum("jkm,m->jk", self.X, f))  # (B_j f)_s
@@ -336,8 +336,7 @@ class Rappor(FrequencyOracle):
         self._design_cache: tuple[bytes, _Design] | None = None
 
     # --- privacy statement -------------------------------------------------------------
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         """eps-LDP for every report sequence of one value (longitudinal PRR bound)."""
         return PrivacyStatement(self.epsilon, 0.0, "local", "replace_one",
                                 note=f"Rappor: longitudinal eps_inf={self.epsilon_inf:.6g} <= {self.epsilon:g}; "
@@ -519,8 +518,8 @@ class Rappor(FrequencyOracle):
         N = s[rows, self.k].astype(np.float64)[:, None]
         T = np.clip(np.einsum("jkm,m->jk", D.X, fc), 0.0, 1.0)  # Bloom-bit fraction per cohort
         w = (self.p01 * (1 - self.p01) + T * self._kappa) / (self.delta**2 * N)
-        var = D.variance(fc, float(n), w)
-        return Estimate(vals, np.sqrt(var), int(n), self.privacy, "frequency",
+        var = D.candidate_variances(fc, float(n), w)
+        return Estimate(vals, np.sqrt(var), int(n), self.privacy(), "frequency",
                         extra={"candidates": D.cands, "decode": decode, "mechanism": self.name})
 
     @property
@@ -539,27 +538,28 @@ class Rappor(FrequencyOracle):
         f = fr[D.cands]
         T = np.einsum("jkm,m->jk", D.X, f)
         w = (self.p01 * (1 - self.p01) + T * self._kappa) * self.m / (self.delta**2 * n)
-        return D.variance(f, float(n), w)
+        return D.candidate_variances(f, float(n), w)
 
-    def variance(self, n: int, f: float = 0.0, item: int | None = None) -> float:
+    def variance(self, n: int | None = None, value: float = 0.0, item: int | None = None) -> float:
         """Variance of one item's OLS fraction estimate (all ``d`` items decoded) when that item has
-        fraction ``f`` and the other ``d - 1`` share ``1 - f`` equally; averaged over the items
+        fraction ``value`` and the other ``d - 1`` share ``1 - value`` equally; averaged over the items
         unless ``item`` is given (the variance depends on the item's hash pattern)."""
-        if not (0.0 <= f <= 1.0):
-            raise ValidationError(f"f must lie in [0, 1], got {f}", parameter="f")
+        n = check_n(n)
+        if not (0.0 <= value <= 1.0):
+            raise ValidationError(f"value must lie in [0, 1], got {value}", parameter="value")
         if item is not None:
             it = int(check_int_values(np.asarray([item]), self.d, "item")[0])
-            g = np.full(self.d, (1.0 - f) / (self.d - 1))
-            g[it] = f
+            g = np.full(self.d, (1.0 - value) / (self.d - 1))
+            g[it] = value
             return float(self.variance_items(n, g)[it])
-        # average over items s of Var_s under g_s = u 1 + v e_s (u = (1-f)/(d-1), v = f - u): every
-        # term is linear or quadratic in (u, v) with f-independent per-item coefficients (cached)
+        # average over items s of Var_s under g_s = u 1 + v e_s (u = (1-value)/(d-1), v = value - u): every
+        # term is linear or quadratic in (u, v) with value-independent per-item coefficients (cached)
         D = self.design()
         c = D.item_coefficients()
-        u = (1.0 - f) / (self.d - 1)
-        v = f - u
+        u = (1.0 - value) / (self.d - 1)
+        v = value - u
         v_samp = (u * c["Q_row"] + v * c["Q_diag"]
-                  - self.m * (u * u * c["r2"] + 2 * u * v * c["rd"] + v * v * c["d2"]) - f * (1 - f)) / n
+                  - self.m * (u * u * c["r2"] + 2 * u * v * c["rd"] + v * v * c["d2"]) - value * (1 - value)) / n
         noise = self.m / (self.delta**2 * n) * (self.p01 * (1 - self.p01) * c["A2_sum"]
                                                  + self._kappa * (u * c["A2_T1"] + v * c["A2_diag"]))
         return float(np.mean(np.maximum(noise + v_samp, 0.0)))

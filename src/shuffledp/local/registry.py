@@ -41,8 +41,8 @@ FREQUENCY_ORACLES: dict[str, str] = {
     "olh": "hashing:OptimizedLocalHashing",
     "hr": "hadamard:HadamardResponse",
     "ss": "subset:SubsetSelection",
-    "cms": "apple:CountMeanSketch",
-    "hcms": "apple:HadamardCountMeanSketch",
+    "cms": "count_mean_sketch:CountMeanSketch",
+    "hcms": "hadamard_count_mean_sketch:HadamardCountMeanSketch",
 }
 
 MEAN_ORACLES: dict[str, str] = {

@@ -8,7 +8,7 @@ perturbed: bit ``x`` is 1 with probability ``p``, every other bit with probabili
 * OUE (optimized unary encoding, Wang, Blocki, Li, Jha USENIX Security 2017):
   ``p = 1/2``, ``q = 1 / (e^eps + 1)``.
 
-Both are pure protocols (spec §1, A.2) with ``Supp(y) = {j : y_j = 1}``; the estimator is
+Both are pure protocols (Wang, Blocki, Li, Jha, USENIX Security 2017) with ``Supp(y) = {j : y_j = 1}``; the estimator is
 ``(C_i - n q) / (n (p - q))`` and the exact variance of a fraction is
 ``[q(1-q) + f(1-p-q)(p-q)] / (n (p-q)^2)``.
 
@@ -146,8 +146,7 @@ class UnaryEncoding(FrequencyOracle):
         ratio = (p * (1 - q)) / (q * (1 - p))
         return ratio <= Fraction(math.exp(self.epsilon)) * (1 - Fraction(1, 1 << 50))
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         """Each report is ``effective_epsilon``-LDP (replace-one), ``effective_epsilon <= epsilon``."""
         return PrivacyStatement(
             self.effective_epsilon, 0.0, "local", "replace_one",
@@ -196,15 +195,15 @@ class UnaryEncoding(FrequencyOracle):
         n = check_positive_int(n, "n")
         return self._pure_estimate(stat, n, self.p, self.q)
 
-    def variance(self, n: int, f: Any = 0.0) -> Any:
-        """Exact variance of one item's fraction estimate (true fraction ``f``), rounded ``p, q``.
+    def variance(self, n: int | None = None, value: Any = 0.0) -> Any:
+        """Exact variance of one item's fraction estimate (true fraction ``value``), rounded ``p, q``.
 
-        ``f`` may be an array of fractions (one variance each).
+        ``value`` may be an array of fractions (one variance each).
         """
         n = check_positive_int(n, "n")
-        fa = np.asarray(f, dtype=np.float64) if not isinstance(f, (bool, np.bool_)) else np.asarray(np.nan)
+        fa = np.asarray(value, dtype=np.float64) if not isinstance(value, (bool, np.bool_)) else np.asarray(np.nan)
         if not np.all(np.isfinite(fa)) or np.any((fa < 0) | (fa > 1)):
-            raise ValidationError(f"f must be fractions in [0, 1], got {f!r}", parameter="f")
+            raise ValidationError(f"value must be fractions in [0, 1], got {value!r}", parameter="value")
         v = self._pure_variance(n, fa, self.p, self.q)
         return float(v) if fa.ndim == 0 else v
 

@@ -36,7 +36,7 @@ def worst_case_log_ratio(mech: LocalRandomizer, reports: Reports, inputs: Iterab
 def sweep_reports(mech: LocalRandomizer, inputs: Iterable[Any], per_input: int,
                   rng: np.random.Generator) -> Reports:
     """Reports produced by ``per_input`` users holding each input (client path included)."""
-    from .base import concat_reports
+    from ..core.batch import concat_rows
 
-    return concat_reports([mech.randomize(np.repeat(np.asarray([x]), per_input, axis=0), rng)
+    return concat_rows([mech.randomize(np.repeat(np.asarray([x]), per_input, axis=0), rng)
                            for x in inputs])

@@ -690,7 +690,7 @@ def _central_release(state: AnalyzerState, cfg: TaskConfig, stat: np.ndarray, n:
             raise Problem(403, "budgetExhausted", f"query budget exhausted: spent {spent:g} of {budget:g}, a query "
                           f"costs {eps_q:g}", cfg.task_id)
         noisy = np.asarray(mech.release(np.asarray(stat, dtype=np.int64)), dtype=np.int64)
-        sd = math.sqrt(mech.variance)
+        sd = math.sqrt(mech.variance())
         est = noisy / max(n, 1)
         se = np.full(est.shape, sd / max(n, 1))
         st = PrivacyStatement(eps_q, 0.0, "central", "replace_one",

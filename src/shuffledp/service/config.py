@@ -126,6 +126,27 @@ def _with_drawn_hash_seed(spec: Any) -> Any:
     return {**spec, "params": {**spec["params"], "hash_seed": draw_hash_seed()}}
 
 
+#: knobs a local oracle chooses when they are not given (the smallest stated variance at its
+#: parameters): (constructor parameter, attribute holding the choice)
+CHOSEN_KNOBS = (("variant", "variant_used"), ("g", "g"), ("omega", "omega"), ("k", "k"))
+
+
+def _with_pinned_choices(spec: dict, mech: Any) -> dict:
+    """A new task records the knobs its oracle chose by default (HR's variant, OLH's g, SS's omega,
+    PM/HM's k) in its params: the configuration (and its digest) then fixes the mechanism, and a
+    client or analyzer of another version, whose defaults may differ, builds the same one."""
+    import inspect
+    if spec.get("kind") not in ("frequency", "mean"):
+        return spec
+    params = dict(spec.get("params", {}))
+    takes = inspect.signature(type(mech).__init__).parameters
+    for param, attr in CHOSEN_KNOBS:
+        if param in takes and param not in params and getattr(mech, attr, None) is not None:
+            v = getattr(mech, attr)
+            params[param] = v.item() if hasattr(v, "item") else v
+    return {**spec, "params": params}
+
+
 def build_mechanism(spec: dict) -> Any:
     """Build the local mechanism a task names (core registry names).
 
@@ -434,6 +455,7 @@ def create_task_config(*, name: str, mechanism: dict | None = None, target_centr
     _check(target_central is not None, "a mechanism task needs target_central {eps, delta}", "target_central")
     mechanism = _with_drawn_hash_seed(mechanism)
     mech = build_mechanism(mechanism)  # validates registry name + parameters
+    mechanism = _with_pinned_choices(mechanism, mech)
     common = _common_fields(time_precision=time_precision, batch_window=batch_window,
                             max_wait_windows=max_wait_windows, tolerable_clock_skew=tolerable_clock_skew,
                             crowds=crowds, min_batch_size_floor=min_batch_size_floor, honest_fraction=honest_fraction,

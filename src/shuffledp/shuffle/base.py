@@ -34,40 +34,22 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from ..core.errors import ValidationError
+from ..core.batch import Columns, concat_rows, n_rows, take_rows
 from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
 from ..core.validation import check_delta, check_epsilon, check_positive_int
 
 __all__ = ["Messages", "Protocol", "InputKind", "n_messages", "concat_messages", "take_messages"]
 
-Messages = dict[str, np.ndarray]
+#: A columnar message batch (:data:`shuffledp.core.batch.Columns`): one row per message.
+Messages = Columns
 InputKind = Literal["bit", "categorical", "unit_interval", "multi_categorical", "set"]
 
 
-def n_messages(messages: Messages) -> int:
-    """Number of rows (messages) in a columnar batch."""
-    if not messages:
-        return 0
-    return int(next(iter(messages.values())).shape[0])
-
-
-def concat_messages(parts: list[Messages]) -> Messages:
-    """Concatenate batches with the same columns (empty list -> empty dict)."""
-    parts = [p for p in parts if p]
-    if not parts:
-        return {}
-    keys = list(parts[0].keys())
-    for p in parts[1:]:
-        if list(p.keys()) != keys:
-            raise ValidationError(f"message batches have different columns: {keys} vs {list(p.keys())}",
-                                  parameter="messages")
-    return {k: np.concatenate([p[k] for p in parts], axis=0) for k in keys}
-
-
-def take_messages(messages: Messages, idx: np.ndarray | slice) -> Messages:
-    """Select rows ``idx`` of every column."""
-    return {k: v[idx] for k, v in messages.items()}
+# The batch helpers of :mod:`shuffledp.core.batch` under the names the protocol modules use.
+n_messages = n_rows
+concat_messages = concat_rows
+take_messages = take_rows
 
 
 class Protocol(ABC):

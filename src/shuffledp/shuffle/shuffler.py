@@ -16,7 +16,8 @@ import numpy as np
 
 from ..core.errors import ValidationError
 from ..core.rng import as_generator
-from .base import Messages, Protocol, concat_messages, n_messages, take_messages
+from ..core.batch import concat_rows, n_rows, take_rows
+from .base import Messages, Protocol
 
 __all__ = ["shuffle_messages", "run_shufflers", "csprng_permutation"]
 
@@ -51,12 +52,9 @@ def shuffle_messages(messages: Messages, rng: np.random.Generator | None = None,
         permutation comes from the OS CSPRNG (:func:`csprng_permutation`).
     """
     gen = as_generator(rng, production=production)
-    m = n_messages(messages)
-    lengths = {k: v.shape[0] for k, v in messages.items()}
-    if len(set(lengths.values())) > 1:
-        raise ValidationError(f"message columns differ in length: {lengths}", parameter="messages")
+    m = n_rows(messages, parameter="messages")
     perm = csprng_permutation(m) if production else gen.permutation(m)
-    return take_messages(messages, perm)
+    return take_rows(messages, perm)
 
 
 def run_shufflers(protocol: Protocol, messages: Messages, rng: np.random.Generator | None = None, *,
@@ -78,7 +76,7 @@ def run_shufflers(protocol: Protocol, messages: Messages, rng: np.random.Generat
     s = protocol.n_shufflers
     if s == 1:
         fake = protocol.shuffler_messages(0, gen)
-        batch = concat_messages([messages, fake]) if fake else messages
+        batch = concat_rows([messages, fake]) if fake else messages
         return permute(batch) if batch else batch
     if messages and "shuffler" not in messages:
         raise ValidationError("a multi-shuffler protocol's messages need a 'shuffler' column", parameter="messages")
@@ -89,11 +87,11 @@ def run_shufflers(protocol: Protocol, messages: Messages, rng: np.random.Generat
     bounds = np.searchsorted(route[order], np.arange(s + 1))
     out = []
     for j in range(s):  # one iteration per shuffler, not per user
-        part = take_messages(messages, order[bounds[j]:bounds[j + 1]]) if messages else {}
+        part = take_rows(messages, order[bounds[j]:bounds[j + 1]]) if messages else {}
         fake = protocol.shuffler_messages(j, gen)
         if fake and "shuffler" not in fake:
-            fake = {**fake, "shuffler": np.full(n_messages(fake), j, dtype=np.int64)}
-        batch = concat_messages([part, fake])
+            fake = {**fake, "shuffler": np.full(n_rows(fake), j, dtype=np.int64)}
+        batch = concat_rows([part, fake])
         if batch:
             out.append(permute(batch))
-    return concat_messages(out)
+    return concat_rows(out)

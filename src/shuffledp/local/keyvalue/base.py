@@ -12,8 +12,8 @@ import numpy as np
 from ...core.errors import ValidationError
 from ...core.estimate import Estimate
 from ...core.privacy import PrivacyStatement
-from ...core.validation import check_domain_size
-from ..base import LocalRandomizer, Reports
+from ...core.validation import check_domain_size, check_real
+from ..base import LocalRandomizer, Reports, check_rng
 from .data import KeyValueData, as_keyvalue_data
 
 __all__ = ["KeyValueEstimate", "KeyValueMechanism", "user_pairs"]
@@ -65,12 +65,14 @@ def user_pairs(x: Any) -> tuple[np.ndarray, np.ndarray]:
     return ks, vs
 
 
-class KeyValueMechanism(LocalRandomizer):
+class KeyValueMechanism(LocalRandomizer[KeyValueEstimate]):
     """An eps-LDP key-value mechanism over keys [0, d) and values [-1, 1].
 
     ``randomize(data, rng)`` takes a :class:`~shuffledp.local.keyvalue.KeyValueData` (or the forms
     accepted by :func:`~shuffledp.local.keyvalue.as_keyvalue_data`) and returns columnar reports;
-    ``aggregate`` returns a mergeable integer array; ``estimate(stat, n)`` a :class:`KeyValueEstimate`;
+    ``aggregate`` returns a mergeable integer array; ``estimate(stat, n)`` a :class:`KeyValueEstimate`
+    (the contract of :class:`~shuffledp.local.base.LocalRandomizer` with that estimate type;
+    subclasses implement :meth:`_randomize` and :meth:`_estimate`, the base checks ``rng`` and ``n``);
     ``probabilities(reports, x)`` is exact for the full client path (sampling, discretization,
     perturbation), ``x`` being one user's set.
     """
@@ -84,30 +86,62 @@ class KeyValueMechanism(LocalRandomizer):
     def check_data(self, data: Any) -> KeyValueData:
         return as_keyvalue_data(data, self.d)
 
-    @abstractmethod
-    def estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:  # type: ignore[override]
-        """Per-key frequency and mean estimates from the aggregated statistic of ``n`` users."""
+    def randomize(self, values: Any, rng: np.random.Generator | int | None = None) -> Reports:
+        """Randomize each user's set; returns columnar reports.
 
-    def variance(self, n: int, f: float = 0.0) -> float:
-        """Closed-form variance of one key's raw frequency estimate (true frequency ``f``)."""
-        return self.frequency_variance(n, f)
+        ``rng``: a numpy Generator, an int seed (reproducible simulation) or ``None`` (a fresh
+        cryptographically secure generator); anything else is a :class:`ValidationError` naming
+        ``rng``, raised before any input is read.
+        """
+        return self._randomize(values, check_rng(rng))
 
     @abstractmethod
-    def frequency_variance(self, n: int, f: float = 0.0) -> float:
+    def _randomize(self, values: Any, rng: np.random.Generator) -> Reports:
+        """:meth:`randomize` with a checked generator."""
+
+    def estimate(self, statistic: np.ndarray, n: int | None = None) -> KeyValueEstimate:
+        """Per-key frequency and mean estimates from the aggregated statistic of ``n`` users.
+
+        ``n`` is required (a key-value statistic does not record its number of users); ``None``
+        or anything but an integer >= 1 is a :class:`ValidationError` naming ``n``.
+        """
+        if n is None:
+            raise ValidationError(f"{type(self).__name__}'s statistic does not record its number of users: "
+                                  "pass n= to estimate", parameter="n")
+        return self._estimate(statistic, self._check_n(n))
+
+    @abstractmethod
+    def _estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
+        """:meth:`estimate` for a checked ``n``."""
+
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """Closed-form variance of one key's raw frequency estimate from ``n`` users when the key's
+        true frequency is ``value`` (:meth:`frequency_variance`).
+
+        The signature is the one of every contract; a key-value mechanism has no default ``n``, so
+        ``n=None`` is a :class:`ValidationError` naming ``n``, and ``value`` must be a fraction.
+        """
+        if n is None:
+            raise ValidationError(f"{type(self).__name__}.variance needs the number of users n", parameter="n")
+        n = self._check_n(n)
+        value = check_real(value, "value", low=0.0, high=1.0)
+        return self.frequency_variance(n, value)
+
+    @abstractmethod
+    def frequency_variance(self, n: int, f: Any = 0.0) -> Any:
         """Variance of f̂_k over all the client randomness (sampling included)."""
 
-    def run(self, values: Any, rng: np.random.Generator) -> KeyValueEstimate:  # type: ignore[override]
+    def run(self, values: Any, rng: np.random.Generator | int | None = None) -> KeyValueEstimate:
         data = self.check_data(values)
         return self.estimate(self.aggregate(self.randomize(data, rng)), data.n)
 
     @staticmethod
-    def _check_n(n: int) -> int:
+    def _check_n(n: Any) -> int:
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise ValidationError(f"n must be an integer >= 1, got {n!r}", parameter="n")
         return int(n)
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         return PrivacyStatement(self.epsilon, 0.0, "local", "replace_one", note=type(self).__name__)
 
     def __repr__(self) -> str:

@@ -1,7 +1,7 @@
 """Key-value mechanisms with padding-and-sampling: PCKV-UE, PCKV-GRR (Gu et al. USENIX Sec'20)
-and HISKV's LRR_KV with OETL (seed 004).
+and HISKV's LRR_KV with OETL (Zhang, Xu, Fu, Meng, Journal of Computer Research and Development).
 
-All three share one per-key structure (spec C.5/C.7): after padding-and-sampling to length
+All three share one per-key structure: after padding-and-sampling to length
 ``ell`` over the extended domain [0, d + ell) and discretization of the value to x = ±1, the
 report about key k is
 
@@ -96,7 +96,7 @@ class PaddingSamplingKeyValue(KeyValueMechanism):
 
     def _estimate_counts(self, n1: np.ndarray, n2: np.ndarray, n: int) -> KeyValueEstimate:
         pe = self.point_estimates(n1, n2, n)
-        priv = self.privacy
+        priv = self.privacy()
         fcl = pe["f_clipped"]
         mcl = np.clip(np.nan_to_num(pe["m"]), -1, 1)
         freq = Estimate(pe["f"], np.sqrt(self.frequency_variance(n, fcl)), n, priv, "frequency")
@@ -105,9 +105,9 @@ class PaddingSamplingKeyValue(KeyValueMechanism):
         vsum = Estimate(pe["sum"], sd_s, n, priv, "sum")
         return KeyValueEstimate(freq, mean, fcl, pe["m_clipped"], vsum, {"ell": self.ell})
 
-    def frequency_variance(self, n: int, f: float = 0.0) -> float:
+    def frequency_variance(self, n: int, f: Any = 0.0) -> Any:
         """Exact Var[f̂_k] over sampling and perturbation when every holder has l_u <= ell
-        (spec C.5 correction of PCKV Thm 4): ell² b'(1-b')/(n (a'-b')²) + ell f (1-a'-b')/(n (a'-b'))
+        (PCKV Thm 4 of Gu et al. USENIX Security 2020, with its ell f term corrected, docs/keyvalue.md): ell² b'(1-b')/(n (a'-b')²) + ell f (1-a'-b')/(n (a'-b'))
         + (ell - 1) f / n, with a' = p1 + q1, b' = 2 q2."""
         n = self._check_n(n)
         a, b, ell = self.p1 + self.q1, 2 * self.q2, self.ell
@@ -136,7 +136,7 @@ class PaddingSamplingKeyValue(KeyValueMechanism):
         return (self.ell * g1) ** 2 * VD
 
     def mean_variance(self, n: int, f: Any, m: Any = 0.0, m2: Any = None) -> Any:
-        """Delta-method variance of the raw mean estimator m̂_k = Δ̂/π̂ (spec C.7), for holders with
+        """Delta-method variance of the raw mean estimator m̂_k = Δ̂/π̂, for holders with
         l_u <= ell, true frequency f, mean m and mean square value m2 (default m², constant values)."""
         n = self._check_n(n)
         f = np.asarray(f, dtype=np.float64)
@@ -199,7 +199,7 @@ class PCKVGRR(PaddingSamplingKeyValue):
         self.p = (ell * (e - 1) + 1) / (ell * (e - 1) + 2)
         self.p1, self.q1, self.q2 = self.a * self.p, self.a * (1 - self.p), self.b / 2
 
-    def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
+    def _randomize(self, values: Any, rng: np.random.Generator) -> Reports:
         data = self.check_data(values)
         key, x = self.sample_pairs(data, rng)
         n = data.n
@@ -236,7 +236,7 @@ class PCKVGRR(PaddingSamplingKeyValue):
         cell = 2 * reports["k"] + (reports["y"] < 0)
         return np.bincount(cell, minlength=2 * self.d_ext).astype(np.int64)
 
-    def estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
+    def _estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
         n = self._check_n(n)
         n1, n2 = self._counts(_check_stat(statistic, 2 * self.d_ext, self.name))
         return self._estimate_counts(n1, n2, n)
@@ -262,7 +262,7 @@ class PCKVUE(PaddingSamplingKeyValue):
         self.eps1, self.eps2 = math.log((e + 1) / 2), self.epsilon
         self.p1, self.q1, self.q2 = self.a * self.p, self.a * (1 - self.p), self.b / 2
 
-    def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
+    def _randomize(self, values: Any, rng: np.random.Generator) -> Reports:
         data = self.check_data(values)
         key, x = self.sample_pairs(data, rng)
         n, dp = data.n, self.d_ext
@@ -307,7 +307,7 @@ class PCKVUE(PaddingSamplingKeyValue):
             out[:, 1] += (c == -1).sum(axis=0)
         return out.reshape(-1)
 
-    def estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
+    def _estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
         n = self._check_n(n)
         n1, n2 = self._counts(_check_stat(statistic, 2 * self.d_ext, self.name))
         return self._estimate_counts(n1, n2, n)
@@ -330,7 +330,7 @@ def _simulate_cells(mech: PaddingSamplingKeyValue, sample_counts: np.ndarray,
 
 
 def hiskv_cell_probabilities(epsilon: float, d_cells: int, c: float) -> tuple[float, float, float]:
-    """HISKV's eps-LDP cell probabilities (spec C.7): t = 1/(e^eps + c + d' - 2),
+    """HISKV's eps-LDP cell probabilities: t = 1/(e^eps + c + d' - 2),
     p1 = e^eps t (same cell), q1 = c t (same key, flipped value), q2 = t (any other cell)."""
     e = math.exp(epsilon)
     t = 1.0 / (e + c + d_cells - 2)
@@ -338,12 +338,12 @@ def hiskv_cell_probabilities(epsilon: float, d_cells: int, c: float) -> tuple[fl
 
 
 class OETL:
-    """OETL (seed 004): optimal estimation of the truncation length.
+    """OETL (from the HISKV paper): optimal estimation of the truncation length.
 
     A group of users reports its set length by GRR(eps) over {1, ..., L} (empty sets report 1,
-    longer sets L). The collector debiases the length histogram, makes it consistent (the seed's
+    longer sets L). The collector debiases the length histogram, makes it consistent (the paper's
     unspecified "correction", [R]) and takes the smallest j whose estimated CDF reaches
-    ``quantile`` (0.9 in the seed) as the truncation length ell. Privacy: eps-LDP (GRR).
+    ``quantile`` (0.9 in the paper) as the truncation length ell. Privacy: eps-LDP (GRR).
 
     ``correction="norm-sub"`` (default): subtract one constant from all counts and clip at 0 so the
     total equals the number of reports (Wang et al. 2020, consistency post-processing);
@@ -397,13 +397,14 @@ def _norm_sub(c: np.ndarray, total: float) -> np.ndarray:
 
 
 class HISKV(PaddingSamplingKeyValue):
-    """HISKV (seed 004: 张啸剑, 徐雅鑫, 付楠, 孟小峰, 计算机研究与发展): LRR_KV + OETL.
+    """HISKV (张啸剑, 徐雅鑫, 付楠, 孟小峰, 计算机研究与发展 = Zhang, Xu, Fu, Meng, Journal of Computer
+    Research and Development): LRR_KV + OETL.
 
     A ``beta`` fraction of users (chosen at random, each w.p. beta) reports its set length via
     OETL; the others run LRR_KV: padding-and-sampling to ``ell`` *without* splitting the budget,
     discretize the value, and perturb the cell <k, x> of the 2(d + ell)-cell histogram with the
     eps-LDP family p1 = e^eps t, q1 = c t, q2 = t, t = 1/(e^eps + c + 2(d + ell) - 2), c in [1, e^eps)
-    (the seed's literal probabilities cannot be eps-LDP, see docs/keyvalue.md). c = 1 is plain GRR
+    (the paper's literal probabilities cannot be eps-LDP, see docs/keyvalue.md). c = 1 is plain GRR
     over the cells; c > 1 preserves keys more often (better frequencies, worse means).
 
     Privacy: eps-LDP per user (each user is in one group; both randomizers are eps-LDP; checked
@@ -444,7 +445,7 @@ class HISKV(PaddingSamplingKeyValue):
                      self.length_correction)
 
     # --- client: full path (group choice, then OETL or LRR_KV) ----------------------------
-    def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
+    def _randomize(self, values: Any, rng: np.random.Generator) -> Reports:
         data = self.check_data(values)
         n = data.n
         oetl = rng.random(n) < self.beta
@@ -500,7 +501,7 @@ class HISKV(PaddingSamplingKeyValue):
         lens = np.bincount(reports["length"][~lrr], minlength=self.max_length)
         return np.concatenate([cells, lens, [lrr.sum()]]).astype(np.int64)
 
-    def estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
+    def _estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
         """Estimates from the LRR_KV reports (n' = their number, read from the statistic)."""
         self._check_n(n)
         s = _check_stat(statistic, 2 * self.d_ext + self.max_length + 1, self.name)
@@ -512,11 +513,6 @@ class HISKV(PaddingSamplingKeyValue):
         est.extra["n_lrr"] = n_lrr
         est.extra["length_histogram"] = s[2 * self.d_ext: 2 * self.d_ext + self.max_length]
         return est
-
-    def fitted_length(self, statistic: np.ndarray) -> int:
-        """OETL's truncation length from the length histogram inside a statistic."""
-        s = np.asarray(statistic)
-        return self.oetl.truncation_length(s[2 * self.d_ext: 2 * self.d_ext + self.max_length])
 
     def collect(self, data: Any, rng: np.random.Generator) -> tuple[KeyValueEstimate, "HISKV"]:
         """Two-phase protocol: OETL on a random beta fraction fixes ell, LRR_KV on the others.
@@ -537,8 +533,8 @@ class HISKV(PaddingSamplingKeyValue):
         est.extra["n_lrr"] = sub.n
         return est, mech
 
-    def frequency_variance(self, n: int, f: float = 0.0) -> float:
-        """Var[f̂] for ``n`` LRR_KV reports (n' in the spec), all holders with l_u <= ell."""
+    def frequency_variance(self, n: int, f: Any = 0.0) -> Any:
+        """Var[f̂] for ``n`` LRR_KV reports (the paper's n'), all holders with l_u <= ell."""
         return super().frequency_variance(n, f)
 
     @staticmethod
@@ -552,8 +548,7 @@ class HISKV(PaddingSamplingKeyValue):
                 for c in cs]  # a small grid of candidate c
         return float(cs[int(np.argmin(cost))])
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         return PrivacyStatement(self.epsilon, 0.0, "local", "replace_one",
                                 note=f"HISKV: OETL (beta={self.beta:g}) or LRR_KV (ell={self.ell}, c={self.c:g}, "
                                      f"amplify={self.amplify}); "

@@ -1,9 +1,10 @@
-"""RAPPOR + Harmony: the key-value baseline of seed 004 ("RAPPOR for keys, Harmony for values").
+"""RAPPOR + Harmony: the key-value baseline of HISKV ("RAPPOR for keys, Harmony for values").
 
-Seed 004 (and its ref. [4]) compare against RAPPOR and Harmony without saying how they were
-combined on key-value sets; this is our reconstruction [R] (docs/keyvalue.md):
+The HISKV paper (Zhang, Xu, Fu, Meng, Journal of Computer Research and Development) compares
+against RAPPOR and Harmony without saying how they were combined on key-value sets; this is our
+reconstruction [R] (docs/keyvalue.md):
 
-1. Padding-and-sampling to ``ell`` (as PCKV / HISKV, spec C.0): one pair ``<k, v>``; a dummy key
+1. Padding-and-sampling to ``ell`` (as PCKV / HISKV; Gu, Li, Cheng, Xiong, Cao, USENIX Security 2020): one pair ``<k, v>``; a dummy key
    (probability ``1 - l_u / max(l_u, ell)``) has value 0.
 2. Key: basic one-time RAPPOR = symmetric unary encoding over the ``d`` real keys (a dummy key is
    the all-zero vector), every bit flipped with probability ``q = 1/(e^{eps1/2} + 1)`` (rounded
@@ -50,7 +51,7 @@ class RapporHarmony(KeyValueMechanism):
     """RAPPOR (basic one-time, unary) on the sampled key + Harmony on its value; budget split.
 
     Privacy: eps-LDP on the full client path (padding-and-sampling, unary encoding at eps1,
-    Harmony at eps2, eps1 + eps2 = eps). Source: baseline of seed 004 (HISKV), built from
+    Harmony at eps2, eps1 + eps2 = eps). Source: the baseline of the HISKV paper, built from
     Erlingsson et al. CCS'14 (RAPPOR), Nguyen et al. 2016 (Harmony) and Gu et al. USENIX Sec'20
     (padding-and-sampling); the combination is our reconstruction.
     Cost: O(n d / 64) random words to encode (bit-packed), O(n d) bit operations to aggregate;
@@ -92,15 +93,14 @@ class RapporHarmony(KeyValueMechanism):
         self.C = self.harmony.C
         self.n_bytes = (self.d + 7) // 8
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         return PrivacyStatement(self.epsilon, 0.0, "local", "replace_one",
                                 note=f"RAPPOR+Harmony: key eps1={self.eps1:g} (unary, realised "
                                      f"{2 * math.log(self.p / self.q):.6g}) + value eps2={self.eps2:g} "
                                      f"(Harmony, realised {self.harmony.effective_epsilon:.12g})")
 
     # --- client -----------------------------------------------------------------------
-    def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
+    def _randomize(self, values: Any, rng: np.random.Generator) -> Reports:
         data = self.check_data(values)
         key, val = padding_sample(data, self.ell, rng)
         n = data.n
@@ -177,7 +177,7 @@ class RapporHarmony(KeyValueMechanism):
         m_c = np.clip(vsum / fc, -1.0, 1.0)
         return {"f": f, "m": m_raw, "f_clipped": np.clip(f, 0.0, 1.0), "m_clipped": m_c, "sum": vsum}
 
-    def estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
+    def _estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
         n = self._check_n(n)
         st = _check_stat(statistic, 2 * self.d + 1, self.name)
         d = self.d
@@ -185,7 +185,7 @@ class RapporHarmony(KeyValueMechanism):
         if np.any(c < 0) or np.any(c > n) or np.any(np.abs(t) > c) or abs(T) > n:
             raise ValidationError("statistic is inconsistent with n reports", parameter="statistic")
         pe = self.point_estimates(c, t, T, n)
-        priv = self.privacy
+        priv = self.privacy()
         fcl = pe["f_clipped"]
         mcl = np.clip(np.nan_to_num(pe["m"]), -1, 1)
         freq = Estimate(pe["f"], np.sqrt(self.frequency_variance(n, fcl)), n, priv, "frequency")

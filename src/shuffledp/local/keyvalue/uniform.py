@@ -47,7 +47,7 @@ class UniformSamplingKeyValue(KeyValueMechanism):
         z = np.where(holds, np.where(x > 0, 1, 2), 0).astype(np.int8)
         return j, z
 
-    def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
+    def _randomize(self, values: Any, rng: np.random.Generator) -> Reports:
         data = self.check_data(values)
         j, z = self.input_states(data, rng)
         cum = np.cumsum(self._matrix(), axis=1)
@@ -108,7 +108,7 @@ class UniformSamplingKeyValue(KeyValueMechanism):
         f = np.where(N > 0, ((c[..., 1] + c[..., 2]) / Ns - b) / (a - b), 0.0)
         return f, N, c[..., 1], c[..., 2]
 
-    def frequency_variance(self, n: int, f: float = 0.0) -> float:
+    def frequency_variance(self, n: int, f: Any = 0.0) -> Any:
         """Var[f̂_k] over key sampling, holder draw and perturbation (our derivation, docs/keyvalue.md):
         E[1/N]·[(f σ_h² + (1-f) σ_0²)/(α-β)² + f(1-f) n/(n-1)] - f(1-f)/(n-1), N ~ Bin(n, 1/d)."""
         n = self._check_n(n)
@@ -131,19 +131,19 @@ class UniformSamplingKeyValue(KeyValueMechanism):
         return Gi[0, 0] * r1 + Gi[0, 1] * r2, Gi[1, 0] * r1 + Gi[1, 1] * r2, N
 
 
-class _RatioMeanMixin:
+class _RatioMeanMixin(UniformSamplingKeyValue):
     """Mean from unbiased (A, B): raw (A - B)/(A + B); corrected: clip A, B to [0, N] first."""
 
     def point_estimates(self, stat: np.ndarray) -> dict[str, np.ndarray]:
         """Vectorised estimators over any leading axes of ``stat`` (shape (..., 3 d))."""
-        A, B, N = self._ab_estimates(stat)  # type: ignore[attr-defined]
+        A, B, N = self._ab_estimates(stat)
         return _ratio_point(A, B, N)
 
     def _ratio_estimate(self, stat: np.ndarray, n: int) -> KeyValueEstimate:
         pe = self.point_estimates(stat)
-        d = self.d  # type: ignore[attr-defined]
-        priv = self.privacy  # type: ignore[attr-defined]
-        freq = Estimate(pe["f"], self._stderr_f(pe["f"], n), n, priv, "frequency")  # type: ignore[attr-defined]
+        d = self.d
+        priv = self.privacy()
+        freq = Estimate(pe["f"], self._stderr_f(pe["f"], n), n, priv, "frequency")
         mean = Estimate(pe["m"], _nan_stderr(d), n, priv, "mean")
         vsum = Estimate(pe["sum"], _nan_stderr(d), n, priv, "sum")
         return KeyValueEstimate(freq, mean, pe["f_clipped"], pe["m_clipped"], vsum, {"N": pe["N"]})
@@ -184,7 +184,7 @@ class KVUE(_RatioMeanMixin, UniformSamplingKeyValue):
         np.fill_diagonal(M, self.p)
         return M
 
-    def estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
+    def _estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
         n = self._check_n(n)
         return self._ratio_estimate(_check_stat(statistic, 3 * self.d, self.name), n)
 
@@ -208,7 +208,7 @@ class KVOH(UniformSamplingKeyValue):
 
     Bits are [absent, value -1, value +1]; each bit is kept w.p. p = e^{eps/2}/(e^{eps/2} + 1).
     Two bits differ between any two inputs, so the report is eps-LDP.
-    Decoder (spec C.4, standard SUE debias — the paper's own decoder was not available):
+    Decoder (the standard SUE debias of Wang, Blocki, Li, Jha, USENIX Security 2017 — the paper's own decoder was not available):
     Ĉ_s = (c_s - N q)/(p - q); f̂ = (Ĉ+ + Ĉ-)/N; m̂ = (Ĉ+ - Ĉ-)/(Ĉ+ + Ĉ-).
     Cost: O(n) encode and aggregate, ceil(log2 d) + 3 bits per report.
     """
@@ -223,7 +223,7 @@ class KVOH(UniformSamplingKeyValue):
 
     _ONEHOT = np.array([[1, 0, 0], [0, 0, 1], [0, 1, 0]], dtype=np.int8)  # z -> [absent, minus, plus]
 
-    def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
+    def _randomize(self, values: Any, rng: np.random.Generator) -> Reports:
         data = self.check_data(values)
         j, z = self.input_states(data, rng)
         onehot = self._ONEHOT[z]
@@ -278,10 +278,10 @@ class KVOH(UniformSamplingKeyValue):
         p, q = self.p, self.q
         return p + q, 2 * q, 2 * p * q, 2 * p * q  # sum of the two value bits
 
-    def estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
+    def _estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
         n = self._check_n(n)
         pe = self.point_estimates(_check_stat(statistic, 4 * self.d, self.name))
-        priv = self.privacy
+        priv = self.privacy()
         freq = Estimate(pe["f"], self._stderr_f(pe["f"], n), n, priv, "frequency")
         mean = Estimate(pe["m"], _nan_stderr(self.d), n, priv, "mean")
         vsum = Estimate(pe["sum"], _nan_stderr(self.d), n, priv, "sum")
@@ -307,7 +307,8 @@ class PrivKV(UniformSamplingKeyValue):
     max(e^{eps2}, e^{eps1}·2e^{eps2}/(e^{eps2} + 1)), smaller). Default split eps1 = eps2 = eps/2.
     Estimators (the paper's): f̂ = (N'/N + p1 - 1)/(2 p1 - 1) (unbiased);
     m̂ = (n1* - n2*)/N' with n_i* = clip(((p2 - 1) N' + n_i)/(2 p2 - 1), 0, N') — *biased* towards
-    0 because non-holders' fake values are mixed in (spec C.1); this is why PrivKVM iterates.
+    0 because non-holders' fake values are mixed in (Ye, Hu, Meng, Zheng, "PrivKV: key-value data collection with local differential privacy",
+    IEEE S&P 2019); this is why PrivKVM iterates.
     Cost: O(n) encode and aggregate, ceil(log2 d) + 2 bits.
     """
 
@@ -348,18 +349,17 @@ class PrivKV(UniformSamplingKeyValue):
         raw, corr = self._mean_from_counts(n1, n2, self.p2, previous)
         return {"f": f, "m": raw, "f_clipped": np.clip(f, 0, 1), "m_clipped": corr, "N": N}
 
-    def estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
+    def _estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
         n = self._check_n(n)
         stat = _check_stat(statistic, 3 * self.d, self.name)
         f, N, n1, n2 = self._frequency(stat)
         raw, corr = self._mean_from_counts(n1, n2, self.p2)
-        priv = self.privacy
+        priv = self.privacy()
         freq = Estimate(f, self._stderr_f(f, n), n, priv, "frequency")
         mean = Estimate(raw, _nan_stderr(self.d), n, priv, "mean", {"biased": True})
         return KeyValueEstimate(freq, mean, np.clip(f, 0, 1), corr, None, {"N": N})
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         return PrivacyStatement(self.epsilon, 0.0, "local", "replace_one",
                                 note=f"PrivKV: eps1={self.eps1:g} (key) + eps2={self.eps2:g} (value)")
 
@@ -369,7 +369,7 @@ class PrivKVM(PrivKV):
 
     Non-holders' fake values in round r are drawn from the previous round's mean estimate, so
     E[m^(r)] = f m + (1 - f) m^(r-1) -> m (with p1 = 1/2 in rounds >= 2).
-    Budget schedules (spec C.2): ``"pckv-code"`` (default; as in the PCKV authors' PrivKVM.m):
+    Budget schedules: ``"pckv-code"`` (default; as in the PCKV authors' PrivKVM.m):
     round 1 key eps/2, every round value eps/(2c), rounds 2..c key budget 0 (p1 = 1/2);
     ``"even"``: every round eps1 = eps2 = eps/(2c). Total eps by sequential composition.
     Frequencies come from round 1. Communication c (ceil(log2 d) + 2) bits; cost O(c n).
@@ -414,7 +414,7 @@ class PrivKVM(PrivKV):
         s = np.where(z > 0, s_hold, s_non).astype(np.int8)
         return j, s
 
-    def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
+    def _randomize(self, values: Any, rng: np.random.Generator) -> Reports:
         data = self.check_data(values)
         js, ss = zip(*[self._randomize_round(data, r, self.fake_means[r], rng) for r in range(self.rounds)])
         return {"j": np.stack(js, axis=1), "s": np.stack(ss, axis=1)}
@@ -457,26 +457,10 @@ class PrivKVM(PrivKV):
                            minlength=3 * self.d * self.rounds).astype(np.int64)
 
     def simulate_statistic(self, sample_counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        raise NotImplementedError("PrivKVM is adaptive; simulate round by round with simulate_round")
+        raise NotImplementedError("PrivKVM is adaptive (round r's fake means come from round r-1's estimate): "
+                                  "run it with collect(data, rng)")
 
-    def simulate_round(self, sample_counts: np.ndarray, r: int, fake: np.ndarray,
-                       rng: np.random.Generator) -> np.ndarray:
-        """Exact per-key simulation of round ``r`` given per-key fake means ``fake`` (shape (..., d))."""
-        c = np.asarray(sample_counts, dtype=np.int64)
-        p1, p2 = float(self.round_p1[r]), self.p2
-        out = np.zeros(c.shape, dtype=np.int64)
-        for z in (1, 2):
-            out += rng.multinomial(c[..., z], self._round_matrix(r, 0.0)[z])
-        fp = (1 + fake) / 2 * p2 + (1 - fake) / 2 * (1 - p2)
-        non = c[..., 0]
-        kept = rng.binomial(non, p1)
-        plus = rng.binomial(non - kept, fp)
-        out[..., 0] += kept
-        out[..., 1] += plus
-        out[..., 2] += non - kept - plus
-        return out.reshape(*c.shape[:-2], 3 * self.d)
-
-    def estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
+    def _estimate(self, statistic: np.ndarray, n: int) -> KeyValueEstimate:
         """Frequencies from round 1; means from the last round (its clipped estimate)."""
         n = self._check_n(n)
         stat = _check_stat(statistic, 3 * self.d * self.rounds, self.name).reshape(self.rounds, 3 * self.d)
@@ -486,7 +470,7 @@ class PrivKVM(PrivKV):
         for r in range(self.rounds):  # a handful of rounds
             c = stat[r].reshape(self.d, 3)
             raw, prev = self._mean_from_counts(c[:, 1], c[:, 2], self.p2, prev)
-        priv = self.privacy
+        priv = self.privacy()
         freq = Estimate(f, self._stderr_f(f, n), n, priv, "frequency")
         mean = Estimate(raw, _nan_stderr(self.d), n, priv, "mean", {"biased": True})
         return KeyValueEstimate(freq, mean, np.clip(f, 0, 1), prev, None, {"N": N})
@@ -505,13 +489,12 @@ class PrivKVM(PrivKV):
             _, prev = self._mean_from_counts(c[:, 1], c[:, 2], self.p2, prev)
         return self.estimate(np.concatenate(stats), data.n)
 
-    def frequency_variance(self, n: int, f: float = 0.0) -> float:
+    def frequency_variance(self, n: int, f: Any = 0.0) -> Any:
         a, b = self.p1, 1 - self.p1
         n = self._check_n(n)
         inv = _inverse_mean_count(n, self.d)
         return inv * (a * (1 - a) / (a - b) ** 2 + f * (1 - f) * n / max(n - 1, 1)) - f * (1 - f) / max(n - 1, 1)
 
-    @property
-    def privacy(self) -> PrivacyStatement:
+    def _privacy(self) -> PrivacyStatement:
         return PrivacyStatement(self.epsilon, 0.0, "local", "replace_one",
                                 note=f"PrivKVM: {self.rounds} rounds, schedule {self.schedule}, sequential composition")

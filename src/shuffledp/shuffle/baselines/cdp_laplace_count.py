@@ -62,7 +62,7 @@ class CdpLaplaceCount(_CentralBaseline):
 
     def variance(self, n: int | None = None, value: float = 0.0) -> float:
         """The curator's noise variance: exact, independent of ``n`` and of the true ``value``."""
-        return self.mechanism.variance
+        return self.mechanism.variance()
 
     def noise_pmf(self, z: Any) -> np.ndarray:
         return self.mechanism.noise_pmf(z)
@@ -75,7 +75,7 @@ class CdpLaplaceCount(_CentralBaseline):
         return c[1:] + simulate_discrete_laplace(float(self.mechanism.scale), 1, rng)
 
     def _privacy(self, n: int) -> PrivacyStatement:
-        st = self.mechanism.privacy
+        st = self.mechanism.privacy()
         return PrivacyStatement(st.eps, 0.0, "central", st.neighbouring,
                                 note="cdp_laplace_count: exact discrete Laplace(1/eps) on the count")
 

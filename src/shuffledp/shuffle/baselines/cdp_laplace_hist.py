@@ -67,7 +67,7 @@ class CdpLaplaceHist(_CentralBaseline):
 
     def variance(self, n: int | None = None, value: float = 0.0) -> float:
         """The curator's noise variance: exact, independent of ``n`` and of the true ``value``."""
-        return self.mechanism.variance
+        return self.mechanism.variance()
 
     def noise_pmf(self, z: Any) -> np.ndarray:
         return self.mechanism.noise_pmf(z)
@@ -80,7 +80,7 @@ class CdpLaplaceHist(_CentralBaseline):
         return c + simulate_discrete_laplace(float(self.mechanism.scale), self.d, rng)
 
     def _privacy(self, n: int) -> PrivacyStatement:
-        st = self.mechanism.privacy
+        st = self.mechanism.privacy()
         return PrivacyStatement(st.eps, 0.0, "central", st.neighbouring,
                                 note=f"cdp_laplace_hist: exact discrete Laplace({self.sensitivity}/eps) per item")
 

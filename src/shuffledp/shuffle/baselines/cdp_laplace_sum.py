@@ -89,7 +89,7 @@ class CdpLaplaceSum(_CentralBaseline):
 
     def variance(self, n: int | None = None, value: float = 0.0) -> float:
         """The curator's noise variance: exact, independent of ``n`` and of the true ``value``."""
-        return self.mechanism.variance
+        return self.mechanism.variance()
 
     def noise_pmf_grid(self, z: Any) -> np.ndarray:
         """P(Z = z) of the integer noise in grid units."""
