@@ -150,7 +150,7 @@ class Estimate:
         total = self._total("clip_normalize")
         c = np.clip(self.values, 0.0, total)
         s = float(c.sum())
-        out = c * (total / s) if s > 0.0 else np.full(c.shape, total / c.size)
+        out = (c / s) * total if s > 0.0 else np.full(c.shape, total / c.size)   # c / s <= 1: no overflow at tiny s
         return self._postprocessed(out, "clip_normalize")
 
     def norm_sub(self) -> "Estimate":
