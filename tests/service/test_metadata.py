@@ -85,8 +85,9 @@ def test_no_client_address_or_headers_at_rest_or_in_logs(tmp_path, storage):
         dep.tick()
         assert dep.counters(t["task_id"])["batches_delivered"] == 1
         assert _scan(dep) == []            # after batching/forwarding/aggregation
+    # ``users`` marks a protocol task's user markers (1) apart from messages (0): about the row, not the client
     assert {c.name for c in shuffler_pending.columns} == {"task_id", "envelope_digest", "crowd_id", "window",
-                                                           "envelope"}
+                                                           "envelope", "users"}
 
 
 def test_released_order_is_uniform(tmp_path):

@@ -447,6 +447,35 @@ class ShuffleDPClient:
             out["refused"] += r["refused"]
         return {**out, "left": self.pending()}
 
+    def _acknowledged(self, rows: list, errors: list, shuffler: int) -> tuple[int, int]:
+        """A 200 for ``rows``: drop them from the outbox, re-seal once under the analyzer's current key
+        the messages refused as ``outdatedConfig``, count the others refused; returns (sent, refused)."""
+        errs = {e["i"]: e["error"] for e in errors}
+        outdated = [i for i, err in errs.items()
+                    if err == "outdatedConfig" and rows[i][4] == 0 and rows[i][5] == UPLOAD_MESSAGE]
+        if outdated:  # refetch the analyzer's keys (from the analyzer) and re-seal once
+            self.cfg, self.key = fetch_task(self.http, self.analyzer_url, self.cfg.task_id,
+                                            self.cfg.test_only)
+        self.db.execute("BEGIN IMMEDIATE")
+        self.db.executemany("DELETE FROM outbox WHERE digest=?", [(row[0],) for row in rows])
+        for i in outdated:
+            pt = rows[i][3]
+            env = seal_report(self.key, self.cfg.task_id, self.cfg.digest, rows[i][1], pt)
+            self.db.execute("INSERT OR IGNORE INTO outbox(digest, task, crowd, envelope, plaintext, attempts, "
+                            "shuffler, kind) VALUES (?,?,?,?,?,1,?,?)",
+                            (hashlib.sha256(env).digest(), self.cfg.task_id, rows[i][1], env, pt, shuffler,
+                             UPLOAD_MESSAGE))
+        reasons: dict[str, int] = {}
+        for i, err in errs.items():
+            if i not in outdated:
+                reasons[err] = reasons.get(err, 0) + 1
+        for reason, k in reasons.items():
+            self._count_refused(reason, k)
+        self.db.execute("COMMIT")
+        for reason, k in reasons.items():
+            self._warn_refused(reason, k)
+        return len(rows) - len(errs), len(errs) - len(outdated)
+
     def _flush_to(self, shuffler: int, url: str, max_attempts: int, batch: int, base_delay: float) -> dict:
         """:meth:`flush` for the outbox rows routed to shuffler ``shuffler`` at ``url``."""
         import httpx
@@ -482,32 +511,9 @@ class ShuffleDPClient:
             if status == 401:
                 log.warning("shuffler refused this client's token (401); reports kept, retrying")
             if status == 200:
-                errs = {e["i"]: e["error"] for e in r.json().get("errors", [])}
-                outdated = [i for i, err in errs.items()
-                            if err == "outdatedConfig" and rows[i][4] == 0 and rows[i][5] == UPLOAD_MESSAGE]
-                if outdated:  # refetch the analyzer's keys (from the analyzer) and re-seal once
-                    self.cfg, self.key = fetch_task(self.http, self.analyzer_url, self.cfg.task_id,
-                                                    self.cfg.test_only)
-                self.db.execute("BEGIN IMMEDIATE")
-                self.db.executemany("DELETE FROM outbox WHERE digest=?", [(row[0],) for row in rows])
-                for i in outdated:
-                    pt = rows[i][3]
-                    env = seal_report(self.key, self.cfg.task_id, self.cfg.digest, rows[i][1], pt)
-                    self.db.execute("INSERT OR IGNORE INTO outbox(digest, task, crowd, envelope, plaintext, attempts, "
-                                    "shuffler, kind) VALUES (?,?,?,?,?,1,?,?)",
-                                    (hashlib.sha256(env).digest(), self.cfg.task_id, rows[i][1], env, pt, shuffler,
-                                     UPLOAD_MESSAGE))
-                reasons: dict[str, int] = {}
-                for i, err in errs.items():
-                    if i not in outdated:
-                        reasons[err] = reasons.get(err, 0) + 1
-                for reason, k in reasons.items():
-                    self._count_refused(reason, k)
-                self.db.execute("COMMIT")
-                for reason, k in reasons.items():
-                    self._warn_refused(reason, k)
-                sent += len(rows) - len(errs)
-                refused += len(errs) - len(outdated)
+                ok, bad = self._acknowledged(rows, r.json().get("errors", []), shuffler)
+                sent += ok
+                refused += bad
                 attempt = 0
                 continue
             if status in (400, 413):
