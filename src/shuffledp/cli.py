@@ -32,6 +32,8 @@ _NoArgsIsHelpError = getattr(sys.modules[ClickException.__module__], "NoArgsIsHe
 EXTRAS: dict[str, tuple[str, ...]] = {
     "service": ("fastapi", "uvicorn", "httpx", "sqlalchemy", "alembic", "cryptography"),
     "plots": ("matplotlib",),
+    "dask": ("dask", "distributed"),
+    "spark": ("pyspark",),
 }
 _MODULE_EXTRA = {m: extra for extra, mods in EXTRAS.items() for m in mods} | {"psycopg": "service"}
 
@@ -291,6 +293,7 @@ COMMAND_MODULES = (
     "shuffledp.experiments.survey_cli",
     "shuffledp.experiments.keyvalue_cli",
     "shuffledp.experiments.compare_cli",
+    "shuffledp.engines.cli",
     "shuffledp.service.cli",
 )
 

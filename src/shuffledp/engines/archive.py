@@ -15,6 +15,9 @@ column with a row shape is a fixed-size binary column of the row's little-endian
 with :func:`numpy.packbits` (encoding ``"packbits"``) when the rows are bit vectors (0/1 values in
 one byte each), so an archive is near its information content.
 
+Every data page carries a CRC checksum, verified when it is read: a corrupt page is an error
+naming the file, never a silently different statistic.
+
 Estimation (:func:`aggregate_archives`) runs ``protocol.aggregate`` per Parquet row group on an
 :class:`~shuffledp.engines.base.Engine`, merges the partition statistics by addition in the fixed
 order (part, row group) on the driver and calls ``protocol.estimate`` once.
@@ -177,7 +180,8 @@ def write_part(path: str | Path, messages: Messages, meta: dict[str, Any], row_g
     table = pa.Table.from_arrays(arrays, names=names)
     table = table.replace_schema_metadata({METADATA_KEY: json.dumps(meta, sort_keys=True).encode()})
     pq.write_table(table, str(path), row_group_size=max(1, int(row_group)), compression="zstd",
-                   use_dictionary=[c for c, e in encodings.items() if e == "plain"], write_statistics=False)
+                   use_dictionary=[c for c, e in encodings.items() if e == "plain"], write_statistics=False,
+                   write_page_checksum=True)
     return os.path.getsize(path)
 
 
@@ -233,7 +237,7 @@ def _read_meta(path: Path) -> tuple[Any, dict[str, Any]]:
     import pyarrow.parquet as pq
 
     try:
-        pf = pq.ParquetFile(str(path))
+        pf = pq.ParquetFile(str(path), page_checksum_verification=True)
     except Exception as e:  # pyarrow raises ArrowInvalid/OSError with varied messages
         raise ArchiveError(path, f"not a readable Parquet file ({' '.join(str(e).split())})") from None
     raw = (pf.schema_arrow.metadata or {}).get(METADATA_KEY)
@@ -329,7 +333,7 @@ def read_partition(part: Partition) -> Messages:
     """The messages of one partition, columns as the protocol emits them."""
     import pyarrow.parquet as pq
 
-    table = pq.ParquetFile(part.path).read_row_group(part.row_group)
+    table = pq.ParquetFile(part.path, page_checksum_verification=True).read_row_group(part.row_group)
     if table.num_rows != part.rows:
         raise ValueError(f"row group has {table.num_rows} rows, expected {part.rows}")
     out: Messages = {}
@@ -383,24 +387,24 @@ def aggregate_archives(paths: Sequence[str | Path], engine: Engine | None = None
 
 def synthetic_values(protocol: Protocol, m: int, rng: np.random.Generator, zipf: float = 1.1) -> Any:
     """``m`` users' inputs of the protocol's input kind: Zipf(``zipf``) items over ``[0, d)``
-    (categorical; distinct items per user for multi-valued inputs), Bernoulli(0.3) bits, Beta(2, 5)
-    values in [0, 1]."""
+    (categorical; one independent Zipf item per attribute for multi-valued inputs), Bernoulli(0.3)
+    bits, Beta(2, 5) values in [0, 1]."""
     kind = protocol.input_kind
     if kind == "bit":
         return (rng.random(m) < 0.3).astype(np.int64)
     if kind == "unit_interval":
         return rng.beta(2.0, 5.0, size=m)
-    d = int(getattr(protocol, "d"))
-    w = 1.0 / np.arange(1, d + 1) ** zipf
-    w /= w.sum()
-    if kind == "categorical":
-        return rng.choice(d, size=m, p=w).astype(np.int64)
     if kind == "multi_categorical":
-        k = int(getattr(protocol, "k"))
-        # k distinct items per user: the first k of a random ordering weighted by w (Gumbel top-k)
-        keys = np.log(w)[None, :] + rng.gumbel(size=(m, d))
-        return np.argsort(-keys, axis=1)[:, :k].astype(np.int64)
+        dims = tuple(int(x) for x in getattr(protocol, "dims"))
+        return np.stack([_zipf_items(dd, m, rng, zipf) for dd in dims], axis=1)
+    if kind == "categorical":
+        return _zipf_items(int(getattr(protocol, "d")), m, rng, zipf)
     raise ValidationError(f"no synthetic data for input kind {kind!r}", parameter="protocol")
+
+
+def _zipf_items(d: int, m: int, rng: np.random.Generator, zipf: float) -> np.ndarray:
+    w = 1.0 / np.arange(1, d + 1) ** zipf
+    return rng.choice(d, size=m, p=w / w.sum()).astype(np.int64)
 
 
 def _task_id(spec: dict[str, Any], seed: int | None, k: int) -> str:

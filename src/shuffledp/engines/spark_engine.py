@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -15,6 +16,10 @@ __all__ = ["SparkEngine"]
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+#: pyspark's notice about untested pandas versions (shuffledp passes no pandas objects to Spark)
+_PANDAS_WARNING = "PySpark does not yet fully support pandas"
 
 
 def _package_root() -> str:
@@ -81,7 +86,9 @@ class SparkEngine(Engine):
             return []
         sc = self._session.sparkContext
         # one partition per item, so each item is one task; collect keeps the partition order
-        return sc.parallelize(items, len(items)).map(fn).collect()
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=_PANDAS_WARNING)
+            return sc.parallelize(items, len(items)).map(fn).collect()
 
     def close(self) -> None:
         if self._session is not None and self._own:
