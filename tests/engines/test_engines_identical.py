@@ -17,6 +17,9 @@ from shuffledp.engines import LocalEngine
 from shuffledp.engines.archive import aggregate_archives, aggregate_partitions, read_partition, simulate_archive
 from shuffledp.shuffle import available_protocols
 from shuffledp.shuffle.base import concat_messages
+
+#: pyspark's notice about untested pandas versions (no pandas object goes to Spark here)
+pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
 from shuffledp.shuffle.registry import protocol_class, protocol_parameters
 
 #: parameters at which each protocol builds with a small batch (default n=8000, eps=1, d=16)
