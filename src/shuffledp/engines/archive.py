@@ -10,7 +10,8 @@ protocol with :func:`shuffledp.shuffle.protocol` and refuses any file that does 
 
 Columns: one per message column (plus ``"shuffler"`` for multi-shuffler protocols, whose
 aggregate needs it). A scalar column is a Parquet column of its integer/float type (dictionary
-and run-length encoding bit-pack small ranges: a 0/1 column costs about one bit per message); a
+and run-length encoding bit-pack small ranges: a 0/1 column costs about one bit per message;
+wide ranges are stored as byte streams that zstd codes one byte position at a time); a
 column with a row shape is a fixed-size binary column of the row's little-endian bytes, packed
 with :func:`numpy.packbits` (encoding ``"packbits"``) when the rows are bit vectors (0/1 values in
 one byte each), so an archive is near its information content.
@@ -179,8 +180,21 @@ def write_part(path: str | Path, messages: Messages, meta: dict[str, Any], row_g
     meta = {**meta, "columns": encodings, "messages": int(m)}
     table = pa.Table.from_arrays(arrays, names=names)
     table = table.replace_schema_metadata({METADATA_KEY: json.dumps(meta, sort_keys=True).encode()})
+    # Parquet-level encodings (self-described in the file; the reader needs nothing from them): a
+    # scalar column of few values is dictionary + RLE/bit-packed (a 0/1 column: 1 bit a message);
+    # a wide-ranged one (a hash seed) is split into byte streams, so zstd codes each byte position
+    # on its own (the constant high bytes of a 20-bit seed in a 64-bit slot then cost nothing)
+    dictionary, split = [], {}
+    for name, arr in zip(names, arrays):
+        if encodings[name] != "plain":
+            continue
+        a = arr.to_numpy(zero_copy_only=False)
+        if a.dtype.kind in "iub" and (a.size == 0 or int(a.max()) - int(a.min()) < (1 << 16)):
+            dictionary.append(name)
+        elif a.dtype.itemsize >= 4:
+            split[name] = "BYTE_STREAM_SPLIT"
     pq.write_table(table, str(path), row_group_size=max(1, int(row_group)), compression="zstd",
-                   use_dictionary=[c for c, e in encodings.items() if e == "plain"], write_statistics=False,
+                   use_dictionary=dictionary, column_encoding=split or None, write_statistics=False,
                    write_page_checksum=True)
     return os.path.getsize(path)
 

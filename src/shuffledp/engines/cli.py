@@ -11,7 +11,7 @@ import typer
 
 from ..cli import count, fail
 
-__all__ = ["register", "make_engine", "parse_params"]
+__all__ = ["register", "make_engine", "parse_params", "print_archive_line"]
 
 ENGINE_HELP = "where partitions run: local (in process), dask (LocalCluster or --scheduler), spark (local[2] or --master)"
 
@@ -85,7 +85,7 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
         with make_engine(engine, scheduler, master, workers) as eng:
             info = simulate_archive(name, out, epsilon=epsilon, delta=delta, n=n, params=params, seed=seed,
                                     partitions=partitions, engine=eng, row_group=row_group, zipf=zipf)
-        _print_archive_line(info, out, information_bits(info))
+        print_archive_line(info, out, information_bits(info))
 
     @app.command("aggregate")
     def aggregate(
@@ -136,15 +136,15 @@ def _write_atomic(path: Path, text: str) -> None:
         fail(f"--out {str(path)!r} cannot be written ({e.strerror or type(e).__name__})")
 
 
-def _print_archive_line(info: Any, out: Path, info_bits: float) -> None:
+def print_archive_line(info: Any, out: Path, info_bits: float) -> None:
     import os
 
     size = sum(os.path.getsize(f) for f in info.files)
     per = 8.0 * size / max(info.messages, 1)
     typer.echo(f"wrote {out}: {info.meta['protocol']} (task {info.meta['task']}), {info.users:,} users, "
                f"{info.messages:,} messages in {len(info.files)} file(s), {size:,} bytes "
-               f"({per:.2f} bits/message; stated information content {info.protocol.bits_per_message:g} "
-               f"bits/message, ratio {8.0 * size / max(info_bits, 1.0):.3f})")
+               f"({per:.2f} bits/message; the protocol's bits_per_message is "
+               f"{info.protocol.bits_per_message:g}, ratio {8.0 * size / max(info_bits, 1.0):.3f})")
 
 
 def _print_release(info: Any, est: Any, engine: str, top: int) -> None:
