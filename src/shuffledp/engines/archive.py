@@ -347,7 +347,9 @@ def read_partition(part: Partition) -> Messages:
     """The messages of one partition, columns as the protocol emits them."""
     import pyarrow.parquet as pq
 
-    table = pq.ParquetFile(part.path, page_checksum_verification=True).read_row_group(part.row_group)
+    # one thread per partition: the engine runs partitions in parallel, one task per worker slot
+    table = pq.ParquetFile(part.path, page_checksum_verification=True).read_row_group(part.row_group,
+                                                                                      use_threads=False)
     if table.num_rows != part.rows:
         raise ValueError(f"row group has {table.num_rows} rows, expected {part.rows}")
     out: Messages = {}
