@@ -468,7 +468,7 @@ def _write_destination(protocol: Protocol, k: int, tmp: str, seed_seq: Any, meta
     parts = []
     for src in range(k + 1):
         with np.load(os.path.join(tmp, f"b-{src:05d}-{dst:05d}.npz")) as z:
-            parts.append({c: z[c] for c in z.files})
+            parts.append({c: z[c] for c in sorted(z.files)})  # one column order for every source
     msgs = concat_messages(parts)
     rng = np.random.default_rng(seed_seq)
     m = n_messages(msgs)

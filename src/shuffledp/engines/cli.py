@@ -79,9 +79,14 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
         """Simulate one shuffled batch of a registry protocol on synthetic data into a Parquet archive."""
         from .archive import information_bits, simulate_archive
 
+        from ..shuffle import protocol
+        from .base import check_engine_protocol
+
         params = parse_params(param)
         if out.exists():
             fail(f"--out {str(out)!r} exists; an archive is written to a new folder")
+        # refuse bad parameters before an engine starts
+        check_engine_protocol(protocol(name, epsilon=epsilon, delta=delta, n=n, **params))
         with make_engine(engine, scheduler, master, workers) as eng:
             info = simulate_archive(name, out, epsilon=epsilon, delta=delta, n=n, params=params, seed=seed,
                                     partitions=partitions, engine=eng, row_group=row_group, zipf=zipf)

@@ -67,8 +67,15 @@ class SparkEngine(Engine):
                  .config("spark.task.maxFailures", "4"))
             for k, v in (conf or {}).items():
                 b = b.config(k, v)
-            os.environ["PYTHONPATH"] = pypath
-            session = b.getOrCreate()
+            saved = os.environ.get("PYTHONPATH")
+            os.environ["PYTHONPATH"] = pypath  # the JVM, and the Python workers it starts, inherit it
+            try:
+                session = b.getOrCreate()
+            finally:
+                if saved is None:
+                    os.environ.pop("PYTHONPATH", None)
+                else:
+                    os.environ["PYTHONPATH"] = saved
             session.sparkContext.setLogLevel("ERROR")
         self._session = session
 
