@@ -198,3 +198,15 @@ def test_column_encodings_round_trip(dtype, shape):
         assert arr.type.byte_width == (int(np.prod(shape)) + 7) // 8  # one bit per 0/1 entry
     back = archive_mod._decode_column(pa.chunked_array([arr]), dtype, shape, enc)
     assert back.dtype == np.dtype(dtype) and np.array_equal(back, a)
+
+
+def test_missing_engine_extra_is_one_line(good, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
+    msg = one_line_error(["aggregate", str(good / "a"), "--engine", "dask"], "shuffledp[dask]")
+    assert "distributed" in msg
+
+
+def test_scheduler_needs_dask(good):
+    one_line_error(["aggregate", str(good / "a"), "--scheduler", "tcp://x:1"], "--scheduler")

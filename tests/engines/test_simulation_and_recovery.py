@@ -129,3 +129,20 @@ def test_aggregate_archives_on_dask_matches_local(tmp_path, dask_engine):
     _, s1, e1 = aggregate_archives([tmp_path / "a"])
     _, s2, e2 = aggregate_archives([tmp_path / "a"], dask_engine)
     assert s1.tobytes() == s2.tobytes() and e1.values.tobytes() == e2.values.tobytes()
+
+
+def test_keyed_aggregation_in_one_job(tmp_path, dask_engine):
+    """Two tasks (two protocols) aggregated per key in one engine job, each equal to its own run."""
+    from shuffledp.engines.archive import aggregate_keyed, open_archives
+
+    a = simulate_archive("slh", tmp_path / "a", params={"d": 32}, **SIM)
+    b = simulate_archive("ldp_krr", tmp_path / "b", epsilon=1.0, delta=0.0, n=4000, params={"d": 8}, seed=5,
+                         partitions=2, row_group=1000)
+    jobs = {"slh": (a.protocol, a.partitions), "krr": (b.protocol, b.partitions)}
+    for eng in (LocalEngine(), dask_engine):
+        got = aggregate_keyed(jobs, eng)
+        assert set(got) == {"slh", "krr"}
+        for key, info in (("slh", a), ("krr", b)):
+            want = aggregate_partitions(info.protocol, info.partitions, LocalEngine())
+            assert got[key].tobytes() == want.tobytes()
+    assert open_archives([tmp_path / "b"]).meta["task"] != a.meta["task"]

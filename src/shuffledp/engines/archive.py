@@ -40,7 +40,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,7 +53,7 @@ from ..shuffle.base import Messages, Protocol, concat_messages, n_messages, take
 from .base import Engine, check_engine_protocol, merge_statistics
 
 __all__ = ["ArchiveError", "ArchiveInfo", "Partition", "FORMAT", "METADATA_KEY", "build_protocol",
-           "open_archives", "read_partition", "aggregate_archives", "aggregate_partitions",
+           "open_archives", "read_partition", "aggregate_archives", "aggregate_partitions", "aggregate_keyed",
            "simulate_archive", "write_part", "synthetic_values", "information_bits"]
 
 METADATA_KEY = b"shuffledp.archive"
@@ -384,6 +384,33 @@ def aggregate_partitions(protocol: Protocol, partitions: Sequence[Partition], en
     if not stats:
         return np.asarray(protocol.aggregate({}))
     return merge_statistics(protocol, stats)
+
+
+def _aggregate_keyed_item(item: tuple[Any, Protocol, Partition]) -> tuple[str, Any]:
+    _, proto, part = item
+    return _aggregate_partition(proto, part)
+
+
+def aggregate_keyed(jobs: Mapping[Any, tuple[Protocol, Sequence[Partition]]], engine: Engine) -> dict[Any, np.ndarray]:
+    """Per-key statistics (tasks, windows, crowds) in one engine job: ``{key: (protocol, partitions)}``
+    -> ``{key: merged statistic}``.
+
+    Every partition of every key is one task; each key's statistics are merged in the order of its
+    partitions, so every key's statistic equals :func:`aggregate_partitions` of that key alone.
+    """
+    items = []
+    for key, (proto, parts) in jobs.items():
+        check_engine_protocol(proto)
+        items.extend((key, proto, p) for p in parts)
+    results = engine.map(_aggregate_keyed_item, items)
+    per: dict[Any, list[np.ndarray]] = {key: [] for key in jobs}
+    for (key, _, _), (status, value) in zip(items, results):
+        if status == "error":
+            raise ArchiveError(value.split(": row group", 1)[0], value.split(": ", 1)[1])
+        if value is not None:
+            per[key].append(value)
+    return {key: merge_statistics(jobs[key][0], st) if st else np.asarray(jobs[key][0].aggregate({}))
+            for key, st in per.items()}
 
 
 def aggregate_archives(paths: Sequence[str | Path], engine: Engine | None = None) -> tuple[ArchiveInfo, np.ndarray, Estimate]:
