@@ -10,6 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
+#: pyspark's notice about untested pandas versions (no pandas object goes to Spark here)
+pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
+
 from shuffledp.cli import _register_commands, app
 from shuffledp.core.errors import ValidationError
 from shuffledp.engines import archive as archive_mod
@@ -210,3 +213,19 @@ def test_missing_engine_extra_is_one_line(good, monkeypatch):
 
 def test_scheduler_needs_dask(good):
     one_line_error(["aggregate", str(good / "a"), "--scheduler", "tcp://x:1"], "--scheduler")
+
+
+def test_cli_aggregate_same_release_on_every_engine(good, dask_engine, spark_engine):
+    """`aggregate --engine dask|spark --json` prints the local release (a running Spark session is
+    reused and left running)."""
+    def release(*extra):
+        res = CliRunner().invoke(app, ["aggregate", str(good / "a"), "--json", *extra])
+        assert res.exit_code == 0, res.output
+        rel = json.loads(res.output.strip().splitlines()[-1])
+        rel.pop("engine")
+        return rel
+
+    local = release()
+    assert release("--engine", "dask") == local
+    assert release("--engine", "spark") == local
+    assert not spark_engine.session.sparkContext._jsc.sc().isStopped()

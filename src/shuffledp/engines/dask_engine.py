@@ -48,7 +48,7 @@ class DaskEngine(Engine):
         else:
             workers = check_positive_int(workers, "workers")
             kw = {"n_workers": workers, "threads_per_worker": 1, "processes": True,
-                  "dashboard_address": None, **cluster_kwargs}
+                  "dashboard_address": ":0", **cluster_kwargs}  # any free port: no clash
             self._cluster = LocalCluster(**kw)
             self._client = Client(self._cluster)
 

@@ -37,7 +37,8 @@ class SparkEngine(Engine):
         Python worker process). On a cluster, the executors need shuffledp installed and must
         read the archive paths.
     session : pyspark.sql.SparkSession, optional
-        An existing session to use (left running when the engine closes).
+        An existing session to use (left running when the engine closes). A session already
+        running in this process is used, and left running, in the same way.
 
     Needs a Java runtime (``java`` on the PATH or ``JAVA_HOME``). The Python workers run this
     interpreter (``PYSPARK_PYTHON``) with the shuffledp package on their path.
@@ -67,6 +68,10 @@ class SparkEngine(Engine):
                  .config("spark.task.maxFailures", "4"))
             for k, v in (conf or {}).items():
                 b = b.config(k, v)
+            # getOrCreate returns a session that is already running in this process: that one is
+            # used and left running on close
+            running = SparkSession.getActiveSession() or getattr(SparkSession, "_instantiatedSession", None)
+            self._own = running is None
             saved = os.environ.get("PYTHONPATH")
             os.environ["PYTHONPATH"] = pypath  # the JVM, and the Python workers it starts, inherit it
             try:
