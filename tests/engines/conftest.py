@@ -15,6 +15,13 @@ import pytest
 REQUIRE = os.environ.get("SHUFFLEDP_REQUIRE_ENGINES") == "1"
 
 
+def pytest_collection_modifyitems(config, items):
+    """Mark every test that runs on Dask or Spark ``engines`` (``-m "not engines"`` leaves them out)."""
+    for item in items:
+        if {"dask_engine", "spark_engine"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.engines)
+
+
 def unavailable(reason: str) -> None:
     if REQUIRE:
         pytest.fail(f"{reason} (SHUFFLEDP_REQUIRE_ENGINES=1 requires the engine tests to run)")
