@@ -340,7 +340,7 @@ def _register_commands() -> None:
 
 def _default_demo() -> None:
     """The main job on embedded defaults (replaced by the service demo once it exists)."""
-    simulate(mechanism="olh", epsilon=1.0, d=1024, n=1_000_000, zipf=1.1, top=10, seed=1, chunk=200_000)
+    simulate(mechanism="olh", epsilon=1.0, d=1024, n=1_000_000, zipf=1.1, top=10, seed=1, chunk=200_000, out=None)
 
 
 def main() -> None:  # console-script entry point

@@ -229,3 +229,17 @@ def test_cli_aggregate_same_release_on_every_engine(good, dask_engine, spark_eng
     assert release("--engine", "dask") == local
     assert release("--engine", "spark") == local
     assert not spark_engine.session.sparkContext._jsc.sc().isStopped()
+
+
+def test_cli_simulate_out_archives_the_oracle_round(tmp_path):
+    args = ["simulate", "--mechanism", "hcms", "--d", "64", "--n", "5000", "--chunk", "2000", "--seed", "3",
+            "--out", str(tmp_path / "r")]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    info = open_archives([tmp_path / "r"])
+    assert len(info.files) == 3 and info.users == 5000
+    assert info.meta["protocol"] == "ldp_oracle"
+    assert info.meta["params"] == {"d": 64, "oracle": "hcms", "oracle_params": {"hash_seed": 3}}
+    _, stat, est = aggregate_archives([tmp_path / "r"])
+    assert est.n == 5000 and stat.shape
+    one_line_error(args, "--out", "exists")
