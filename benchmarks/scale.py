@@ -1,8 +1,9 @@
-"""Aggregation throughput of archived OLH reports per engine and worker count; archive size.
+"""Aggregation throughput of archived OLH / HCMS reports per engine and worker count; archive size.
 
     PYTHONPATH=src python benchmarks/scale.py --n 1e7 --d 1024
+    PYTHONPATH=src python benchmarks/scale.py --n 1e7 --oracle hcms --d 65536
 
-1. Simulates ``n`` users of ``ldp_oracle`` (OLH, d) into a Parquet archive (``--parts`` files of
+1. Simulates ``n`` users of ``ldp_oracle`` (OLH or HCMS, d) into a Parquet archive (``--parts`` files of
    ``--row-group`` messages per row group; a row group is one engine partition) and reports the
    encoding time per engine it is asked to encode on.
 2. Times, best of ``--reps``: the single-process numpy baseline (``protocol.aggregate`` on the
@@ -10,7 +11,8 @@
    archive) and each engine at each worker count (cluster/session start and one untimed warm-up
    run of the same job, in which every worker process imports shuffledp, are excluded). All runs must give the same statistic, bit for bit (checked).
 3. Archive size against the information content: an OLH report is one of ``(P-1) P`` seeds and
-   one of ``g`` hash values, ``log2((P-1) P g)`` bits.
+   one of ``g`` hash values, ``log2((P-1) P g)`` bits; an HCMS report is one of ``k`` hash
+   functions, ``m`` Hadamard coefficients and a sign, ``log2(k m) + 1`` bits.
 
 Prints Markdown tables (paste into docs/benchmarks.md) and the machine's load average.
 """
@@ -42,6 +44,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=float, default=1e7)
     ap.add_argument("--d", type=int, default=1024)
+    ap.add_argument("--oracle", choices=("olh", "hcms"), default="olh")
     ap.add_argument("--eps", type=float, default=1.0)
     ap.add_argument("--parts", type=int, default=4, help="archive files (encoding partitions)")
     ap.add_argument("--row-group", type=int, default=500_000)
@@ -60,14 +63,14 @@ def main() -> None:
     engines = [e for e in args.engines.split(",") if e]
     workers = [int(w) for w in args.workers.split(",") if w]
     root = Path(args.dir or tempfile.mkdtemp(prefix="shuffledp-scale-"))
-    path = root / f"olh-{n}"
+    path = root / f"{args.oracle}-{n}"
     if path.exists():
         shutil.rmtree(path)
     print(f"load average before: {os.getloadavg()}  cpus: {os.cpu_count()}")
 
     t0 = time.perf_counter()
     info = simulate_archive("ldp_oracle", path, epsilon=args.eps, delta=0.0, n=n,
-                            params={"d": args.d, "oracle": "olh"}, seed=1, partitions=args.parts,
+                            params={"d": args.d, "oracle": args.oracle}, seed=1, partitions=args.parts,
                             row_group=args.row_group)
     t_encode = time.perf_counter() - t0
     proto = info.protocol
@@ -86,7 +89,11 @@ def main() -> None:
                 cc = md.row_group(g).column(c)
                 col_bytes[cc.path_in_schema] = col_bytes.get(cc.path_in_schema, 0) + cc.total_compressed_size
     oracle = proto.oracle
-    info_bits = math.log2(oracle.n_seeds) + math.log2(oracle.g)
+    if args.oracle == "olh":
+        col_info = {"seed": math.log2(oracle.n_seeds), "y": math.log2(oracle.g)}
+    else:
+        col_info = {"j": math.log2(oracle.k), "l": math.log2(oracle.m), "w": 1.0}
+    info_bits = sum(col_info.values())
 
     # --- throughput ------------------------------------------------------------------------
     whole = concat_messages([read_partition(p) for p in parts])
@@ -109,7 +116,7 @@ def main() -> None:
             rows.append((f"{name} ({'LocalCluster' if name == 'dask' else f'local[{w}]'})", w, t))
 
     print()
-    print(f"OLH d={args.d}, eps={args.eps:g}: {m:,} archived reports in {len(info.files)} files, "
+    print(f"{args.oracle.upper()} d={args.d}, eps={args.eps:g}: {m:,} archived reports in {len(info.files)} files, "
           f"{len(parts)} partitions of <= {args.row_group:,}; encode + shuffle + write {t_encode:.1f} s "
           f"({m / t_encode / 1e6:.2f} M reports/s, local engine)")
     print()
@@ -130,7 +137,7 @@ def main() -> None:
     print(f"| total ({len(info.files)} files, zstd) | {size:,} | {8 * size / m:.2f} | {info_bits:.2f} | "
           f"{8 * size / m / info_bits:.3f} |")
     for c, b in col_bytes.items():
-        ib = math.log2(oracle.n_seeds) if c == "seed" else math.log2(oracle.g)
+        ib = col_info[c]
         print(f"| column `{c}` | {b:,} | {8 * b / m:.2f} | {ib:.2f} | {8 * b / m / ib:.3f} |")
     print()
     print(f"load average after: {os.getloadavg()}")

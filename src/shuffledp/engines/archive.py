@@ -144,6 +144,8 @@ def _decode_column(col: Any, dtype: str, shape: tuple[int, ...], encoding: str) 
         raise ValueError(f"column type {arr.type} is not fixed-size binary")
     size = int(np.prod(shape))
     width = arr.type.byte_width
+    if m == 0:
+        return np.zeros((0, *shape), dtype=dt)
     buf = np.frombuffer(arr.buffers()[1], dtype=np.uint8, count=m * width, offset=arr.offset * width)
     rows = buf.reshape(m, width)
     if encoding == "packbits":
