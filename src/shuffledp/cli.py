@@ -32,6 +32,9 @@ _NoArgsIsHelpError = getattr(sys.modules[ClickException.__module__], "NoArgsIsHe
 EXTRAS: dict[str, tuple[str, ...]] = {
     "service": ("fastapi", "uvicorn", "httpx", "sqlalchemy", "alembic", "cryptography"),
     "plots": ("matplotlib",),
+    "dask": ("dask", "distributed"),
+    "spark": ("pyspark",),
+    "archive": ("pyarrow",),
 }
 _MODULE_EXTRA = {m: extra for extra, mods in EXTRAS.items() for m in mods} | {"psycopg": "service"}
 
@@ -223,14 +226,40 @@ def simulate(
     top: int = typer.Option(10, parser=count(minimum=1), help="rows to show"),
     seed: int = typer.Option(1, help="simulation seed (simulation only; services never take a seed)"),
     chunk: int = typer.Option(200_000, parser=count(minimum=1), help="users per chunk (bounds memory)"),
+    out: Path | None = typer.Option(None, "--out", help="write the round's reports as a Parquet archive folder "
+                                                        "(one file per chunk) instead; estimate it with "
+                                                        "`shuffledp aggregate`"),
 ) -> None:
     """Simulate one collection round of a local frequency oracle on a synthetic Zipf dataset."""
     from .core.errors import ValidationError
 
     try:
+        if out is not None:
+            _simulate_archive(mechanism, epsilon, d, n, zipf, seed, chunk, out)
+            return
         _simulate(mechanism, epsilon, d, n, zipf, top, seed, chunk)
     except ValidationError as e:  # bad parameters: one clear line and exit code 2, never a traceback
         fail(str(e))
+
+
+def _simulate_archive(mechanism: str, epsilon: float, d: int, n: int, zipf: float, seed: int, chunk: int,
+                      out: Path) -> None:
+    """The round's reports (registry protocol ``ldp_oracle``) archived with :func:`simulate_archive`."""
+    import math
+
+    from .core.validation import check_positive_int
+    from .engines.archive import information_bits, simulate_archive
+    from .engines.cli import print_archive_line
+
+    check_positive_int(seed, "seed", minimum=0)
+    if out.exists():
+        fail(f"--out {str(out)!r} exists; an archive is written to a new folder")
+    params: dict[str, Any] = {"d": d, "oracle": mechanism}
+    if mechanism in ("cms", "hcms"):
+        params["oracle_params"] = {"hash_seed": seed}
+    info = simulate_archive("ldp_oracle", out, epsilon=epsilon, delta=0.0, n=n, params=params, seed=seed,
+                            partitions=math.ceil(n / chunk), zipf=zipf)
+    print_archive_line(info, out, information_bits(info))
 
 
 def _simulate(mechanism: str, epsilon: float, d: int, n: int, zipf: float, top: int, seed: int,
@@ -291,6 +320,7 @@ COMMAND_MODULES = (
     "shuffledp.experiments.survey_cli",
     "shuffledp.experiments.keyvalue_cli",
     "shuffledp.experiments.compare_cli",
+    "shuffledp.engines.cli",
     "shuffledp.service.cli",
 )
 
@@ -310,7 +340,7 @@ def _register_commands() -> None:
 
 def _default_demo() -> None:
     """The main job on embedded defaults (replaced by the service demo once it exists)."""
-    simulate(mechanism="olh", epsilon=1.0, d=1024, n=1_000_000, zipf=1.1, top=10, seed=1, chunk=200_000)
+    simulate(mechanism="olh", epsilon=1.0, d=1024, n=1_000_000, zipf=1.1, top=10, seed=1, chunk=200_000, out=None)
 
 
 def main() -> None:  # console-script entry point
