@@ -307,7 +307,7 @@ class ShufflerState:
                 continue
             seen.add(d)
             rows[d] = {"task_id": task_id, "envelope_digest": d, "crowd_id": crowd, "window": window,
-                       "envelope": env, "users": 0}
+                       "envelope": env}   # users: the column's default 0 (a message)
         with self.write_lock, self.engine.begin() as c:
             existing: set[bytes] = set()
             keys = list(rows)
@@ -315,8 +315,9 @@ class ShufflerState:
                 existing.update(r[0] for r in c.execute(select(shuffler_pending.c.envelope_digest).where(
                     shuffler_pending.c.task_id == task_id, shuffler_pending.c.envelope_digest.in_(keys[s:s + 5000]))))
             new = [rows[k] for k in keys if k not in existing]
-            if new:
-                c.execute(insert_ignore(self.engine, shuffler_pending), new)
+            for part in ([r for r in new if "users" not in r], [r for r in new if "users" in r]):
+                if part:   # messages, then user markers (one executemany per row shape)
+                    c.execute(insert_ignore(self.engine, shuffler_pending), part)
             self._bump(c, task_id, "accepted", len(new))
             self._bump(c, task_id, "rejected", len(errors))
         # committed (durable) -> acknowledge
