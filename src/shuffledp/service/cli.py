@@ -216,12 +216,14 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
 
         con = Console()
         if protocol:
-            res = run_protocol_demo(protocol, n=n, epsilon=eps_central, delta=delta, params=params, d=d, out_dir=out,
-                                    progress=lambda m: con.print(m, markup=False))
+            with con.status(f"deploying {protocol} over HTTP ..."):   # a live spinner; stage lines above it
+                res = run_protocol_demo(protocol, n=n, epsilon=eps_central, delta=delta, params=params, d=d,
+                                        out_dir=out, progress=lambda m: con.print(m, markup=False))
             _print_protocol_demo(con, [res])
             return
-        res = run_demo(n=n, d=d, epsilon=epsilon, mechanism=mechanism, eps_central=eps_central, delta=delta,
-                       out_dir=out, progress=lambda m: con.print(m, markup=False))
+        with con.status(f"{mechanism} task: {n:,} clients through the services ..."):
+            res = run_demo(n=n, d=d, epsilon=epsilon, mechanism=mechanism, eps_central=eps_central, delta=delta,
+                           out_dir=out, progress=lambda m: con.print(m, markup=False))
         tab = Table(title=f"{mechanism.upper()} eps0={epsilon:g}, n={n:,}: service estimates vs truth")
         for col in ("item", "true fraction", "estimate", "std err", "95% CI"):
             tab.add_column(col, justify="right")
@@ -235,8 +237,9 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
         con.print("timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in res["timings"].items())
                   + f"; total {res['total_s']:.1f}s", markup=False)
         con.print(f"report: {res['report']}", markup=False)
-        multi = run_protocol_demo(DEFAULT_MULTI_MESSAGE, n=n, epsilon=min(eps_central, 1.0), delta=delta, d=d,
-                                  out_dir=out, progress=lambda m: con.print(m, markup=False))
+        with con.status(f"{DEFAULT_MULTI_MESSAGE}: {n:,} users, multi-message, through the services ..."):
+            multi = run_protocol_demo(DEFAULT_MULTI_MESSAGE, n=n, epsilon=min(eps_central, 1.0), delta=delta, d=d,
+                                      out_dir=out, progress=lambda m: con.print(m, markup=False))
         single = {"protocol": f"{mechanism} (local oracle task)", "messages_per_user": 1.0, "n_shufflers": 1,
                   "n": n, "max_abs_error": res["max_abs_error"] * n, "privacy_statement": res["privacy_statement"],
                   "max_abs_diff_in_process": res["max_abs_diff_in_process"], "total_s": res["total_s"],
