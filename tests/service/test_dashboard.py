@@ -1,0 +1,240 @@
+"""The analyzer's dashboard in a real browser (headless Chromium) against services on loopback.
+
+A protocol task (hist_kr, two windows) and a local-oracle task (GRR) get users through the
+shufflers; the page is rendered by ``chromium --headless --dump-dom`` (the token in the URL
+fragment, which never reaches the server) and every number drawn is compared with the JSON the
+analyzer serves: the estimate and its 95% intervals per item, each window's release, the ledger's
+cumulative guarantee, the health counts. The data endpoints refuse a request without the token.
+
+Without Chromium the test is skipped with the reason; with ``SHUFFLEDP_REQUIRE_BROWSER=1`` (CI)
+it fails instead. ``SHUFFLEDP_DASHBOARD_SCREENSHOTS=DIR`` also writes the screenshots kept in
+``docs/`` (wide and narrow) into DIR.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from shuffledp.service.client import fetch_task, upload_protocol_users
+from shuffledp.service.harness import Deployment
+
+from .conftest import sealed, send
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+def chromium() -> str:
+    """Path of a Chromium binary, or skip (fail with ``SHUFFLEDP_REQUIRE_BROWSER=1``)."""
+    for name in ((os.environ.get("SHUFFLEDP_CHROMIUM") or ""),) + CHROMIUM_NAMES:
+        path = shutil.which(name) if name else None
+        if path:
+            return path
+    msg = f"no headless browser: none of {CHROMIUM_NAMES} on PATH (apt-get install chromium)"
+    if os.environ.get("SHUFFLEDP_REQUIRE_BROWSER", "") == "1":
+        pytest.fail(f"{msg} (SHUFFLEDP_REQUIRE_BROWSER=1: the browser test must run)", pytrace=False)
+    pytest.skip(msg)
+
+
+def browser_args(binary: str, profile: Path, width: int, height: int) -> list[str]:
+    return [binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+            "--disable-extensions", "--hide-scrollbars", f"--user-data-dir={profile}",
+            f"--window-size={width},{height}", "--virtual-time-budget=8000"]
+
+
+def dump_dom(binary: str, url: str, profile: Path) -> str:
+    r = subprocess.run(browser_args(binary, profile, 1400, 1000) + ["--dump-dom", url],
+                       capture_output=True, text=True, timeout=90)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout
+
+
+def screenshot(binary: str, url: str, profile: Path, out: Path, width: int, height: int) -> None:
+    r = subprocess.run(browser_args(binary, profile, width, height) + [f"--screenshot={out}", url],
+                       capture_output=True, text=True, timeout=90)
+    assert r.returncode == 0 and out.exists(), r.stderr[-2000:]
+
+
+class Dom(HTMLParser):
+    """Elements as (tag, attrs, ancestors' data-task) and each element's text, from the dumped DOM."""
+
+    VOID = {"meta", "link", "input", "br", "img", "hr", "col", "source", "wbr"}   # HTML's void elements
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.elements: list[dict] = []
+        self.stack: list[dict] = []
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        task = a.get("data-task") or (self.stack[-1]["task"] if self.stack else None)
+        el = {"tag": tag, "attrs": a, "cls": set((a.get("class") or "").split()), "task": task, "text": "",
+              "section": a.get("class", "") if tag == "section" else (self.stack[-1]["section"] if self.stack else "")}
+        self.elements.append(el)
+        if tag not in self.VOID:
+            self.stack.append(el)
+
+    def handle_startendtag(self, tag, attrs):
+        self.handle_starttag(tag, attrs)
+        if tag not in self.VOID:
+            self.stack.pop()
+
+    def handle_endtag(self, tag):
+        if all(el["tag"] != tag for el in self.stack):
+            return
+        while self.stack:
+            el = self.stack.pop()
+            if el["tag"] == tag:
+                break
+
+    def handle_data(self, data):
+        for el in self.stack:
+            el["text"] += data
+
+    def find(self, tag=None, cls=None, task=None, section=None, **attrs):
+        return [e for e in self.elements
+                if (tag is None or e["tag"] == tag) and (cls is None or cls in e["cls"])
+                and (task is None or e["task"] == task) and (section is None or section in e["section"])
+                and all(e["attrs"].get(k.replace("_", "-")) == v for k, v in attrs.items())]
+
+
+def f(el: dict, key: str) -> float:
+    return float(el["attrs"][key])
+
+
+def _wait_estimates(dep: Deployment, task_hex: str, windows: int, deadline: float) -> dict:
+    while True:
+        r = dep.estimates(task_hex)
+        if r.status_code == 200 and len(r.json()["windows"]) >= windows:
+            return r.json()
+        assert time.monotonic() < deadline, (r.status_code, r.text[:300], dep.counters(task_hex))
+        time.sleep(0.3)
+
+
+def test_dashboard_in_headless_chromium(tmp_path) -> None:
+    binary = chromium()
+    rng = np.random.default_rng(3)
+    with Deployment(tmp_path, tick_seconds=3600) as dep:
+        hist = dep.create_task({"name": "hist-kr", "protocol": {"name": "hist_kr", "epsilon": 1.0, "delta": 1e-4,
+                                                              "n": 1000, "params": {"d": 8}},
+                                "time_precision": 1, "batch_window": 2, "min_batch_size_floor": 1})
+        grr = dep.create_task({"name": "grr-oracle", "mechanism": {"kind": "frequency", "name": "grr",
+                                                                  "epsilon": 2.0, "params": {"d": 8}},
+                               "target_central": {"eps": 1.0, "delta": 1e-6}, "time_precision": 3600,
+                               "batch_window": 3600})
+        h_hex, g_hex = hist["task_id"], grr["task_id"]
+        http = httpx.Client(timeout=60.0)
+        cfg, key = fetch_task(http, dep.analyzer.url, bytes.fromhex(h_hex))
+        # GRR: 1500 reports (its minimum batch size is 366), one window
+        _, _, _, envs = sealed(dep, g_hex, rng.integers(0, 8, size=1500))
+        assert send(dep, g_hex, envs) == 1500
+        # hist_kr: two releases in two 2-second windows
+        for _round in range(2):
+            upload_protocol_users(http, cfg, key, dep.shuffler_urls, rng.integers(0, 8, size=1000), time.time())
+            dep.tick(close_current=True)
+            w0 = int(time.time() // 2)   # the next round's reports land in a later window
+            while int(time.time() // 2) == w0:
+                time.sleep(0.05)
+        http.close()
+        deadline = time.monotonic() + 60
+        est_h = _wait_estimates(dep, h_hex, 2, deadline)
+        est_g = _wait_estimates(dep, g_hex, 1, deadline)
+        base = dep.analyzer.url
+        per_window = {w: dep.estimates(h_hex, from_window=w, to_window=w).json() for w in est_h["windows"]}
+        stats = {t: dep.analyzer_stats(t) for t in (h_hex, g_hex)}
+        ledger_h = dep.http.get(f"{base}/v1/tasks/{h_hex}/privacy", headers=dep.collector()).json()["ledger"]
+        summary = dep.http.get(f"{base}/v1/dashboard/summary", headers=dep.collector()).json()
+
+        # the data endpoints refuse a request without the (right) token; the shell holds no data
+        for path in ("/v1/dashboard/summary", f"/v1/dashboard/tasks/{h_hex}/export?format=csv",
+                     f"/v1/dashboard/tasks/{g_hex}/export?format=json"):
+            assert dep.http.get(base + path).status_code == 401
+            assert dep.http.get(base + path, headers={"authorization": "Bearer wrong"}).status_code == 401
+            assert dep.http.get(base + path, headers=dep.admin()).status_code == 401
+        shell = dep.http.get(f"{base}/dashboard/")
+        assert shell.status_code == 200 and "hist-kr" not in shell.text and "default-src 'none'" in \
+            shell.headers["content-security-policy"]
+        for asset in ("app.js", "style.css"):
+            a = dep.http.get(f"{base}/dashboard/{asset}")
+            assert a.status_code == 200 and "http://" not in a.text.replace("http://www.w3.org/2000/svg", "")
+        csv = dep.http.get(f"{base}/v1/dashboard/tasks/{h_hex}/export?format=csv", headers=dep.collector())
+        assert csv.status_code == 200 and csv.text.splitlines()[0].startswith("task,window,item,estimate")
+        assert len(csv.text.splitlines()) == 1 + 8 * 3   # overall + 2 windows, 8 items each
+
+        url = f"{base}/dashboard/#token={dep.collector_token}"
+        dom = Dom(dump_dom(binary, url, tmp_path / "profile"))
+        shots = os.environ.get("SHUFFLEDP_DASHBOARD_SCREENSHOTS")
+        if shots:
+            Path(shots).mkdir(parents=True, exist_ok=True)
+            screenshot(binary, url, tmp_path / "p2", Path(shots) / "dashboard-wide.png", 1600, 1500)
+            screenshot(binary, url, tmp_path / "p3", Path(shots) / "dashboard-narrow.png", 640, 2600)
+
+    assert dom.find("body", data_loaded="1"), "the page never loaded its data"
+    # tasks table: both tasks with name, kind, target
+    rows = {e["attrs"]["data-task"]: e for e in dom.find("tr") if "data-task" in e["attrs"]}
+    assert set(rows) == {h_hex, g_hex}
+    assert "hist-kr" in rows[h_hex]["text"] and "protocol hist_kr" in rows[h_hex]["text"]
+    assert "grr-oracle" in rows[g_hex]["text"] and "grr" in rows[g_hex]["text"]
+    assert dom.find("td", cls="windows", task=h_hex)[0]["attrs"]["data-count"] == "2"
+
+    for t, est in ((h_hex, est_h), (g_hex, est_g)):
+        # estimate chart: one bar and one interval per item, the analyzer's numbers exactly
+        bars = dom.find("rect", cls="bar", task=t)
+        cis = [e for e in dom.find("line", cls="ci", task=t) if "data-item" in e["attrs"]]
+        assert len(bars) == len(cis) == 8
+        for b, c in zip(bars, cis):
+            i = int(b["attrs"]["data-item"])
+            assert f(b, "data-value") == est["estimate"][i]
+            assert f(c, "data-low") == est["ci_low"][i] and f(c, "data-high") == est["ci_high"][i]
+            assert est["ci_low"][i] < est["estimate"][i] < est["ci_high"][i]
+        # the privacy statement beside the numbers
+        box = dom.find("div", cls="privacy", task=t)[0]
+        assert f(box, "data-eps") == est["privacy_statement"]["eps"]
+        assert est["privacy_statement"]["text"] in box["text"]
+        # top items table: the largest estimates, in order
+        top = [int(e["attrs"]["data-item"]) for e in dom.find("tr", task=t) if "data-item" in e["attrs"]]
+        assert top == list(np.argsort(-np.asarray(est["estimate"]), kind="stable")[:8])
+        # health: the analyzer's own counts
+        hp = dom.find("div", cls="health", task=t)[0]
+        assert (int(hp["attrs"]["data-batches"]), int(hp["attrs"]["data-received"]),
+                int(hp["attrs"]["data-valid"])) == (stats[t]["batches"], stats[t]["received"], stats[t]["valid"])
+        assert {e["attrs"]["data-reason"] for e in dom.find("td", task=t) if "data-reason" in e["attrs"]} >= \
+            {"decrypt_error", "replayed", "invalid_value", "expired"}
+
+    # hist_kr: the time series holds each window's own release
+    pts = dom.find("circle", cls="point", task=h_hex)
+    assert [int(p["attrs"]["data-window"]) for p in pts] == est_h["windows"]
+    item = int(np.argmax(est_h["estimate"]))
+    for p in pts:
+        e_w = per_window[int(p["attrs"]["data-window"])]
+        assert f(p, "data-value") == e_w["estimate"][item]
+        assert (f(p, "data-low"), f(p, "data-high")) == (e_w["ci_low"][item], e_w["ci_high"][item])
+    # ledger: one row per window, each window's guarantee, cumulative up to the last = the estimate's
+    led = [e for e in dom.find("tr", task=h_hex) if "data-cum-eps" in e["attrs"]]
+    assert [int(e["attrs"]["data-window"]) for e in led] == sorted({r["window"] for r in ledger_h})
+    for e in led:
+        assert f(e, "data-eps") == per_window[int(e["attrs"]["data-window"])]["privacy_statement"]["eps"]
+    assert f(led[-1], "data-cum-eps") == est_h["privacy_statement"]["eps"]
+    assert f(led[-1], "data-cum-delta") == est_h["privacy_statement"]["delta"]
+    assert f(led[0], "data-cum-eps") == per_window[est_h["windows"][0]]["privacy_statement"]["eps"]
+    # per shuffler: every user the analyzer counted, last window the latest
+    sh = dom.find("tr", task=h_hex, data_shuffler="0")[0]
+    assert int(sh["attrs"]["data-users"]) == est_h["n"] == 2000
+    assert int(sh["attrs"]["data-batches"]) == len(ledger_h) == 2
+    assert summary["tasks"][[t["task_id"] for t in summary["tasks"]].index(h_hex)]["health"]["per_shuffler"][0][
+        "last_window"] == est_h["windows"][-1]
+    # nothing finer than a window on the page: no report ids, batch ids, or client times
+    text = " ".join(e["text"] for e in dom.elements[:1])
+    for r in ledger_h:
+        assert r["batch_id"] not in text
