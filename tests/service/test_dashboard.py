@@ -29,8 +29,6 @@ from shuffledp.service.harness import Deployment
 
 from .conftest import sealed, send
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
-
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
 
@@ -122,6 +120,8 @@ def _wait_estimates(dep: Deployment, task_hex: str, windows: int, deadline: floa
         time.sleep(0.3)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(180)
 def test_dashboard_in_headless_chromium(tmp_path) -> None:
     binary = chromium()
     rng = np.random.default_rng(3)
@@ -238,3 +238,97 @@ def test_dashboard_in_headless_chromium(tmp_path) -> None:
     text = " ".join(e["text"] for e in dom.elements[:1])
     for r in ledger_h:
         assert r["batch_id"] not in text
+
+
+# ---------------------------------------------------------------- shuffledp demo --serve: the options
+
+@pytest.fixture
+def no_services(monkeypatch):
+    """Starting a service fails the test: the refusals below come before any start."""
+    from shuffledp.service import harness
+
+    def started(*a, **k):
+        raise AssertionError("a service was started")
+
+    monkeypatch.setattr(harness.Deployment, "__init__", started)
+
+
+def _demo(args: list[str]):
+    from typer.testing import CliRunner
+
+    from shuffledp.cli import _register_commands, app
+    _register_commands()
+    return CliRunner().invoke(app, ["demo", *args])
+
+
+def _one_line_error(res, *names: str) -> str:
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in res.output, res.output
+    assert all(n in lines[0] for n in names), res.output
+    return lines[0]
+
+
+@pytest.mark.parametrize("args,names", [
+    (["--port", "8080"], ("--port", "--serve")),                    # a port only means something when serving
+    (["--serve", "--port", "0"], ("--port",)),
+    (["--serve", "--port", "70000"], ("--port",)),
+    (["--serve", "--port", "http"], ("--port",)),
+    (["--serve", "--n", "0"], ("--n",)),                            # --serve parses; the demo's checks still run
+    (["--serve", "--protocol", "foo"], ("--protocol foo",)),
+])
+def test_demo_serve_refusals(args, names, no_services) -> None:
+    _one_line_error(_demo(args), *names)
+
+
+def test_demo_serve_refuses_a_busy_port(no_services) -> None:
+    import socket
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        line = _one_line_error(_demo(["--serve", "--port", str(port)]), f"--port {port}")
+    assert "cannot listen" in line
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_demo_serve_leaves_the_dashboard_up_until_interrupted(tmp_path) -> None:
+    """``shuffledp demo --serve``: the demo runs, prints the dashboard's address, the page's data
+    answers with the task, and SIGINT (Ctrl-C) stops the services and exits 0."""
+    import re
+    import signal
+    import sys
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2] / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.Popen([sys.executable, "-c", "from shuffledp.cli import main; main()", "demo", "--protocol",
+                             "hist_kr", "--n", "2000", "--d", "8", "--serve", "--out", str(tmp_path / "out")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("dashboard: "):
+                break
+        m = re.match(r"dashboard: (http://127\.0\.0\.1:\d+)/dashboard/#token=([0-9a-f]+)$", lines[-1].strip())
+        assert m, "".join(lines)
+        base, token = m.groups()
+        r = httpx.get(f"{base}/v1/dashboard/summary", headers={"authorization": f"Bearer {token}"}, timeout=30)
+        assert r.status_code == 200
+        (task,) = r.json()["tasks"]
+        assert task["name"] == "demo-hist_kr" and task["estimate"]["n"] == 2000
+        assert httpx.get(f"{base}/v1/dashboard/summary", timeout=30).status_code == 401
+        assert httpx.get(f"{base}/dashboard/", timeout=30).status_code == 200
+        time.sleep(1.5)
+        assert proc.poll() is None, "the services must stay up until interrupted"
+        proc.send_signal(signal.SIGINT)
+        rest = proc.communicate(timeout=60)[0]
+        assert proc.returncode == 0, "".join(lines) + rest
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(f"{base}/healthz", timeout=5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
