@@ -177,7 +177,7 @@ def test_dashboard_in_headless_chromium(tmp_path) -> None:
         shots = os.environ.get("SHUFFLEDP_DASHBOARD_SCREENSHOTS")
         if shots:
             Path(shots).mkdir(parents=True, exist_ok=True)
-            screenshot(binary, url, tmp_path / "p2", Path(shots) / "dashboard-wide.png", 1600, 1500)
+            screenshot(binary, url, tmp_path / "p2", Path(shots) / "dashboard-wide.png", 1600, 1900)
             screenshot(binary, url, tmp_path / "p3", Path(shots) / "dashboard-narrow.png", 640, 2600)
 
     assert dom.find("body", data_loaded="1"), "the page never loaded its data"

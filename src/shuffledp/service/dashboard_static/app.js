@@ -173,7 +173,8 @@ function seriesChart(series, item) {
                             "data-window": String(p.window), "data-value": String(p.estimate[item]),
                             "data-low": String(p.ci_low[item]), "data-high": String(p.ci_high[item])},
                  s("title", {}, `window ${p.window}: ${fmt(p.estimate[item])} ${epsText(p.privacy_statement)}`)));
-    if (i % step === 0) svg.append(s("text", {x: x(i), y: H - B + 14, "text-anchor": "middle"}, String(p.window)));
+    const anchor = k === 1 ? "middle" : i === 0 ? "start" : i === k - 1 ? "end" : "middle";
+    if (i % step === 0 || i === k - 1) svg.append(s("text", {x: x(i), y: H - B + 14, "text-anchor": anchor}, String(p.window)));
   });
   return svg;
 }
