@@ -332,3 +332,71 @@ def test_demo_serve_leaves_the_dashboard_up_until_interrupted(tmp_path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# ---------------------------------------------------------------- the data endpoints, without a browser
+
+def test_dashboard_endpoints_in_process(tmp_path) -> None:
+    """A task without data: no estimate (and why), an empty ledger; the token is required; the
+    shell and its assets are served without it and name no task."""
+    from starlette.testclient import TestClient
+
+    from shuffledp.service.analyzer import AnalyzerState, create_analyzer_app
+    an = AnalyzerState(f"sqlite:///{tmp_path / 'a.db'}", admin_token="a", collector_token="c", peer_secret=b"p",
+                       retention_every=0)
+    with TestClient(create_analyzer_app(an)) as client:
+        r = client.post("/v1/tasks", headers={"authorization": "Bearer a"}, json={
+            "name": "central", "mechanism": {"kind": "central", "name": "histogram", "params": {"d": 5}},
+            "target_central": {"eps": 1, "delta": 1e-6}, "min_batch_size_floor": 50,
+            "central_mode": {"eps_per_query": 1.0, "query_budget_eps": 2.5}})
+        assert r.status_code == 200, r.text
+        t = r.json()["task_id"]
+        for path in ("/v1/dashboard/summary", f"/v1/dashboard/tasks/{t}/export"):
+            assert client.get(path).status_code == 401
+            assert client.get(path, headers={"authorization": "Bearer a"}).status_code == 401
+        (task,) = client.get("/v1/dashboard/summary", headers={"authorization": "Bearer c"}).json()["tasks"]
+        assert task["name"] == "central" and task["estimate"] is None and "budget" in task["estimate_error"]
+        assert task["ledger"] == [] and task["windows"] == []
+        assert task["budget"] == {"spent": 0.0, "total": 2.5, "eps_per_query": 1.0, "queries": 0}
+        assert task["health"]["batches"] == 0 and task["health"]["per_shuffler"][0]["last_window"] is None
+        assert client.get(f"/v1/dashboard/tasks/{t}/export?format=xml",
+                          headers={"authorization": "Bearer c"}).status_code == 400
+        csv = client.get(f"/v1/dashboard/tasks/{t}/export?format=csv", headers={"authorization": "Bearer c"})
+        assert csv.status_code == 200 and csv.text.strip() == "task,window,item,estimate,std_error,ci_low,ci_high,n," \
+                                                              "eps,delta,privacy"
+        assert client.get("/dashboard", follow_redirects=False).status_code == 307
+        page = client.get("/dashboard/")
+        assert page.status_code == 200 and "central" not in page.text and page.headers["content-type"].startswith(
+            "text/html")
+        for asset, kind in (("app.js", "text/javascript"), ("style.css", "text/css")):
+            a = client.get(f"/dashboard/{asset}")
+            assert a.status_code == 200 and a.headers["content-type"].startswith(kind)
+            assert "cdn" not in a.text.lower() and "https://" not in a.text
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_dashboard_never_spends_a_central_query_budget(tmp_path) -> None:
+    """A central-mode task: the dashboard shows its batches' shuffle guarantee per window and the
+    budget spent, and never queries (the budget stays untouched however often the page refreshes)."""
+    with Deployment(tmp_path, tick_seconds=3600) as dep:
+        t = dep.create_task({"name": "central", "mechanism": {"kind": "central", "name": "histogram",
+                                                              "params": {"d": 5}},
+                             "target_central": {"eps": 1, "delta": 1e-6}, "min_batch_size_floor": 50,
+                             "central_mode": {"eps_per_query": 1.0, "query_budget_eps": 2.5}})["task_id"]
+        _, _, _, envs = sealed(dep, t, np.repeat(np.arange(5), [100, 50, 30, 20, 0]))
+        send(dep, t, envs)
+        dep.tick()
+        deadline = time.monotonic() + 60
+        while dep.analyzer_stats(t)["received"] < 200:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        url = f"{dep.analyzer.url}/v1/dashboard/summary"
+        for _ in range(3):
+            (task,) = dep.http.get(url, headers=dep.collector()).json()["tasks"]
+        assert task["budget"]["spent"] == 0.0 and task["budget"]["queries"] == 0 and task["estimate"] is None
+        assert task["health"]["valid"] == 200 and len(task["ledger"]) == 1
+        est = dep.estimates(t).json()                        # one query, from the collector
+        (task,) = dep.http.get(url, headers=dep.collector()).json()["tasks"]
+        assert task["budget"]["spent"] == 1.0 and task["budget"]["queries"] == 1
+        assert task["ledger"][0]["cumulative_statement"] == est["privacy_statement_shuffle"]
