@@ -293,9 +293,10 @@ def test_demo_serve_refuses_a_busy_port(no_services) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
-def test_demo_serve_leaves_the_dashboard_up_until_interrupted(tmp_path) -> None:
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_demo_serve_leaves_the_dashboard_up_until_interrupted(sig, tmp_path) -> None:
     """``shuffledp demo --serve``: the demo runs, prints the dashboard's address, the page's data
-    answers with the task, and SIGINT (Ctrl-C) stops the services and exits 0."""
+    answers with the task, and SIGINT (Ctrl-C) or SIGTERM stops the services and exits 0."""
     import re
     import signal
     import sys
@@ -323,7 +324,7 @@ def test_demo_serve_leaves_the_dashboard_up_until_interrupted(tmp_path) -> None:
         assert httpx.get(f"{base}/dashboard/", timeout=30).status_code == 200
         time.sleep(1.5)
         assert proc.poll() is None, "the services must stay up until interrupted"
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(getattr(signal, sig))
         rest = proc.communicate(timeout=60)[0]
         assert proc.returncode == 0, "".join(lines) + rest
         with pytest.raises(httpx.HTTPError):

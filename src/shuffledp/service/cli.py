@@ -266,7 +266,16 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
             fail(f"--serve: the services did not start: {str(e).splitlines()[0]}")
 
     def _serve_until_interrupted(con, dep) -> None:  # noqa: ANN001
+        import signal
         import time
+
+        def interrupted(signum, frame):  # noqa: ANN001, ANN202
+            raise KeyboardInterrupt
+
+        # Ctrl-C and a plain kill both stop the services (a shell may start a background job with
+        # SIGINT ignored; asking to serve until interrupted re-enables it)
+        signal.signal(signal.SIGINT, interrupted)
+        signal.signal(signal.SIGTERM, interrupted)
         url = f"{dep.analyzer.url}/dashboard/#token={dep.collector_token}"
         con.print(f"dashboard: {url}", markup=False, soft_wrap=True)
         con.print(f"(collector token {dep.collector_token}; analyzer {dep.analyzer.url}, shuffler(s) "
