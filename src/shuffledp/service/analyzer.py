@@ -47,6 +47,7 @@ from ..core.privacy import PrivacyStatement
 from ..local.base import take_reports
 from .oracle_privacy import group_bound, group_log_delta
 from .config import MIN_TIME_PRECISION, TASK_FIELDS, TaskConfig, create_task_config
+from .dashboard import install_dashboard
 from .hpke import AEAD_AES_128_GCM, AEAD_CHACHA20_POLY1305, KDF_HKDF_SHA256, generate_key_pair
 from .http_common import Problem, check_bearer, service_app, task_id_from_hex, read_body, read_signed_body
 from .retention import analyzer_purge_before, refused_time_limit
@@ -845,4 +846,5 @@ def create_analyzer_app(state: AnalyzerState) -> FastAPI:
                            .where(analyzer_batches.c.task_id == t)).scalar_one()
         return {"batches": int(nb), "valid": int(nv), "received": int(nr)}
 
+    install_dashboard(app, state)
     return app

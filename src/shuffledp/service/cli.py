@@ -189,6 +189,10 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
                                           "target is --eps-central/--delta for n users; see `shuffledp protocols`)"),
              param: list[str] = typer.Option([], "--param", help="a protocol parameter as KEY=VALUE (JSON value), "
                                              "repeatable, e.g. --param mode='\"parallel\"'"),
+             serve: bool = typer.Option(False, "--serve", help="leave the services up after the demo and print the "
+                                        "analyzer dashboard's address until interrupted (Ctrl-C)"),
+             port: int = typer.Option(None, "--port", parser=count(1, 65535),
+                                      help="with --serve: the analyzer's loopback port (default: a free one)"),
              ) -> None:
         """End to end: shuffler + analyzer on loopback, n clients through the SDK, estimates vs truth.
 
@@ -196,12 +200,11 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
         multi-message protocol Cnt_2M (each user sends 0, 1 or 2 one-bit messages) on "holds item 0".
         """
         from rich.console import Console
-        from rich.table import Table
 
         from ..core.errors import ValidationError
 
         require_extras("demo", "service", "plots")
-        from .demo import DEFAULT_MULTI_MESSAGE, check_demo_arguments, run_demo, run_protocol_demo
+        from .demo import DEFAULT_MULTI_MESSAGE, check_demo_arguments
         params = _parse_params(param)
         if protocol:
             _check_protocol_demo(protocol, eps_central, delta, n, params, d)
@@ -212,18 +215,91 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
                 fail(str(e))
             _check_protocol_demo(DEFAULT_MULTI_MESSAGE, min(eps_central, 1.0), delta, n, {}, d,
                                  label=f"--n/--delta (the multi-message demo, {DEFAULT_MULTI_MESSAGE})")
+        if port is not None and not serve:
+            fail("--port only applies with --serve (without it the demo's services stop when it ends)")
+        if port is not None:
+            _check_port_free(port)
         writable_dir(out, "--out")
 
         con = Console()
+        dep = _start_serving(protocol, eps_central, delta, n, params, d, port) if serve else None
+        try:
+            _run_demos(con, dep, n, d, epsilon, mechanism, eps_central, delta, out, protocol, params)
+            if dep is not None:
+                _serve_until_interrupted(con, dep)
+        finally:
+            if dep is not None:
+                import shutil
+                dep.stop()
+                shutil.rmtree(dep.workdir, ignore_errors=True)
+
+    def _check_port_free(port: int) -> None:
+        import socket
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError as e:
+                fail(f"--port {port}: cannot listen on 127.0.0.1:{port} ({e.strerror or e})")
+
+    def _start_serving(protocol: str, eps: float, delta: float, n: int, params: dict, d: int,
+                       port: int | None):  # noqa: ANN202
+        """Services for ``--serve``: one deployment every demo task runs on, left up afterwards."""
+        import tempfile
+        from pathlib import Path
+
+        from .config import build_protocol
+        from .demo import _NEEDS_D
+        from .harness import Deployment
+        n_shufflers = 1
+        if protocol:
+            full = {**params, "d": d} if "d" not in params and protocol in _NEEDS_D else params
+            n_shufflers = build_protocol({"name": protocol, "epsilon": eps, "delta": delta, "n": n,
+                                          "params": full}).n_shufflers
+        dep = Deployment(Path(tempfile.mkdtemp(prefix="shuffledp-demo-serve-")), forward_timeout=600.0,
+                         n_shufflers=n_shufflers)
+        if port is not None:
+            dep.analyzer.port = port
+        try:
+            return dep.start()
+        except (RuntimeError, TimeoutError) as e:
+            dep.stop()
+            fail(f"--serve: the services did not start: {str(e).splitlines()[0]}")
+
+    def _serve_until_interrupted(con, dep) -> None:  # noqa: ANN001
+        import signal
+        import time
+
+        def interrupted(signum, frame):  # noqa: ANN001, ANN202
+            raise KeyboardInterrupt
+
+        # Ctrl-C and a plain kill both stop the services (a shell may start a background job with
+        # SIGINT ignored; asking to serve until interrupted re-enables it)
+        signal.signal(signal.SIGINT, interrupted)
+        signal.signal(signal.SIGTERM, interrupted)
+        url = f"{dep.analyzer.url}/dashboard/#token={dep.collector_token}"
+        con.print(f"dashboard: {url}", markup=False, soft_wrap=True)
+        con.print(f"(collector token {dep.collector_token}; analyzer {dep.analyzer.url}, shuffler(s) "
+                  f"{', '.join(dep.shuffler_urls)}); serving until interrupted (Ctrl-C)", markup=False, soft_wrap=True)
+        try:
+            while all(sp.proc is not None and sp.proc.poll() is None for sp in [dep.analyzer, *dep.shufflers]):
+                time.sleep(1.0)
+            fail("--serve: a service exited; logs in " + str(dep.workdir))
+        except KeyboardInterrupt:
+            con.print("interrupted: stopping the services", markup=False)
+
+    def _run_demos(con, dep, n, d, epsilon, mechanism, eps_central, delta, out, protocol, params) -> None:  # noqa: ANN001
+        from rich.table import Table
+
+        from .demo import DEFAULT_MULTI_MESSAGE, run_demo, run_protocol_demo
         if protocol:
             with con.status(f"deploying {protocol} over HTTP ..."):   # a live spinner; stage lines above it
                 res = run_protocol_demo(protocol, n=n, epsilon=eps_central, delta=delta, params=params, d=d,
-                                        out_dir=out, progress=lambda m: con.print(m, markup=False))
+                                        out_dir=out, progress=lambda m: con.print(m, markup=False), deployment=dep)
             _print_protocol_demo(con, [res])
             return
         with con.status(f"{mechanism} task: {n:,} clients through the services ..."):
             res = run_demo(n=n, d=d, epsilon=epsilon, mechanism=mechanism, eps_central=eps_central, delta=delta,
-                           out_dir=out, progress=lambda m: con.print(m, markup=False))
+                           out_dir=out, progress=lambda m: con.print(m, markup=False), deployment=dep)
         tab = Table(title=f"{mechanism.upper()} eps0={epsilon:g}, n={n:,}: service estimates vs truth")
         for col in ("item", "true fraction", "estimate", "std err", "95% CI"):
             tab.add_column(col, justify="right")
@@ -239,7 +315,7 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
         con.print(f"report: {res['report']}", markup=False)
         with con.status(f"{DEFAULT_MULTI_MESSAGE}: {n:,} users, multi-message, through the services ..."):
             multi = run_protocol_demo(DEFAULT_MULTI_MESSAGE, n=n, epsilon=min(eps_central, 1.0), delta=delta, d=d,
-                                      out_dir=out, progress=lambda m: con.print(m, markup=False))
+                                      out_dir=out, progress=lambda m: con.print(m, markup=False), deployment=dep)
         single = {"protocol": f"{mechanism} (local oracle task)", "messages_per_user": 1.0, "n_shufflers": 1,
                   "n": n, "max_abs_error": res["max_abs_error"] * n, "privacy_statement": res["privacy_statement"],
                   "max_abs_diff_in_process": res["max_abs_diff_in_process"], "total_s": res["total_s"],

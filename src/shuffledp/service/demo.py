@@ -9,12 +9,13 @@ memoization); the rest use the same encode/seal functions vectorized over users.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -87,21 +88,36 @@ def in_process_estimate(cfg, plaintexts: np.ndarray):
     return mech.estimate(mech.aggregate(mech.validate_reports(reports)), plaintexts.shape[0])
 
 
+@contextlib.contextmanager
+def _services(deployment: Any, name: str, forward_timeout: float, n_shufflers: int = 1) -> Iterator[tuple[str, Any]]:
+    """(directory for the SDK clients' files, deployment): ``deployment`` when given (left running,
+    ``shuffledp demo --serve``), else fresh services in a temporary directory, stopped afterwards."""
+    from .harness import Deployment
+    if deployment is not None:
+        clients = Path(deployment.workdir) / f"clients-{name}"
+        clients.mkdir(parents=True, exist_ok=True)
+        yield str(clients), deployment
+        return
+    with tempfile.TemporaryDirectory(prefix="shuffledp-demo-") as tmp, \
+            Deployment(Path(tmp), forward_timeout=forward_timeout, n_shufflers=n_shufflers) as dep:
+        yield tmp, dep
+
+
 def run_demo(n: int = 100_000, d: int = 16, epsilon: float = 2.0, mechanism: str = "grr", eps_central: float = 1.0,
              delta: float = 1e-8, zipf: float = 1.1, sdk_clients: int = SDK_CLIENTS, out_dir: str | Path = "out/demo",
              upload_batch: int = 5000, data_seed: int = 1, progress=None, forward_timeout: float = 600.0,
-             aggregate_deadline: float = 1800.0) -> dict[str, Any]:
+             aggregate_deadline: float = 1800.0, deployment: Any = None) -> dict[str, Any]:
     """Run the demo; returns a dict with truth, estimates, privacy statement, timings, report path.
 
     The whole population is released as one batch, which the analyzer opens in roughly 10–40 s at
     n = 10^5 depending on machine load. ``forward_timeout`` is therefore long. If a forward still
     times out, the shuffler's batcher re-forwards it (idempotently), and the demo waits until the
     analyzer has aggregated all ``n`` reports, for at most ``aggregate_deadline`` seconds.
+    ``deployment``: run on these (started) services and leave them running; default: fresh ones.
     """
     import httpx
 
     from .client import ShuffleDPClient, encode_reports, fetch_task, seal_many, upload
-    from .harness import Deployment
 
     check_demo_arguments(n, d, epsilon, mechanism, eps_central, delta, sdk_clients)
     t_start = time.perf_counter()
@@ -112,8 +128,7 @@ def run_demo(n: int = 100_000, d: int = 16, epsilon: float = 2.0, mechanism: str
     x = rng.choice(d, size=n, p=w / w.sum())
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="shuffledp-demo-") as tmp, \
-            Deployment(Path(tmp), forward_timeout=forward_timeout) as dep:
+    with _services(deployment, "demo", forward_timeout) as (tmp, dep):
         say(f"services up: analyzer {dep.analyzer.url}, shuffler {dep.shuffler.url} (SQLite in {tmp})")
         created = dep.create_task(demo_task_spec(d, epsilon, mechanism, eps_central, delta))
         task_id = bytes.fromhex(created["task_id"])
@@ -213,7 +228,8 @@ def _demo_values(p: Any, n: int, d: int, zipf: float, rng: np.random.Generator) 
 def run_protocol_demo(name: str, n: int = 100_000, epsilon: float = 1.0, delta: float = 1e-8,
                       params: dict[str, Any] | None = None, d: int = 16, zipf: float = 1.1,
                       sdk_clients: int = 20, out_dir: str | Path = "out/demo", data_seed: int = 1, progress=None,
-                      forward_timeout: float = 600.0, aggregate_deadline: float = 1800.0) -> dict[str, Any]:
+                      forward_timeout: float = 600.0, aggregate_deadline: float = 1800.0,
+                      deployment: Any = None) -> dict[str, Any]:
     """Deploy registry protocol ``name`` over HTTP (its ``n_shufflers`` shufflers and an analyzer).
 
     ``sdk_clients`` users go through :class:`ShuffleDPClient` (outbox, ledger, one envelope per
@@ -221,12 +237,13 @@ def run_protocol_demo(name: str, n: int = 100_000, epsilon: float = 1.0, delta: 
     over users. The shufflers add the protocol's fakes; the analyzer's estimate is compared with
     ``protocol.analyze`` of the messages the clients sent (the in-process pipeline), which is exact
     unless the shufflers add fakes or the curator adds noise (then those differ by design).
+    ``deployment``: run on these (started) services, with at least the protocol's shufflers, and
+    leave them running; default: fresh ones.
     """
     import httpx
 
     from .client import ShuffleDPClient, fetch_task, upload_protocol_users
     from .config import build_protocol
-    from .harness import Deployment
 
     params = dict(params or {})
     if "d" not in params and name in _NEEDS_D:
@@ -240,8 +257,10 @@ def run_protocol_demo(name: str, n: int = 100_000, epsilon: float = 1.0, delta: 
     x, truth = _demo_values(p, n, d, zipf, rng)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="shuffledp-demo-") as tmp, \
-            Deployment(Path(tmp), forward_timeout=forward_timeout, n_shufflers=p.n_shufflers) as dep:
+    if deployment is not None and len(deployment.shufflers) != p.n_shufflers:
+        raise ValidationError(f"{name} runs on {p.n_shufflers} shuffler(s), the deployment has "
+                              f"{len(deployment.shufflers)}", parameter="deployment")
+    with _services(deployment, name, forward_timeout, p.n_shufflers) as (tmp, dep):
         say(f"{name}: analyzer {dep.analyzer.url}, {p.n_shufflers} shuffler(s) {', '.join(dep.shuffler_urls)}")
         created = dep.create_task(spec)
         task_id = bytes.fromhex(created["task_id"])
