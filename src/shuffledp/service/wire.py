@@ -342,60 +342,50 @@ def marker_digest(marker: bytes) -> bytes:
 
 def decode_upload_v2(body: bytes, max_items: int) -> list[tuple[int, bytes, bytes]]:
     """Items ``(kind, crowd, payload)`` of an SDU1 or SDU2 body (SDU1 items are all messages)."""
-    if body[:4] == b"SDU1":
-        return [(UPLOAD_MESSAGE, c, e) for c, e in decode_upload(body, max_items)]
-    if len(body) < 8 or body[:4] != b"SDU2":
+    if len(body) < 8 or body[:4] not in (b"SDU1", b"SDU2"):
         raise DecodeError("upload body must start with 'SDU1' or 'SDU2' and a count")
-    (n,) = struct.unpack_from(">I", body, 4)
-    if n > max_items:
-        raise DecodeError(f"at most {max_items} items per request, got {n}")
-    out, i = [], 8
-    mv = memoryview(body)
-    for _ in range(n):
-        if i + 2 > len(body):
-            raise DecodeError("truncated upload body")
-        kind, cl = body[i], body[i + 1]
-        if kind not in (UPLOAD_MESSAGE, UPLOAD_USER):
-            raise DecodeError(f"unknown upload item kind {kind}")
-        if cl > MAX_CROWD_LEN or i + 2 + cl + 2 > len(body):
-            raise DecodeError("truncated or oversized crowd id")
-        crowd = bytes(mv[i + 2:i + 2 + cl])
-        (el,) = struct.unpack_from(">H", body, i + 2 + cl)
-        j = i + 4 + cl
-        if j + el > len(body):
-            raise DecodeError("truncated item")
-        if kind == UPLOAD_USER and el != USER_MARKER_LEN:
-            raise DecodeError(f"a user marker has {USER_MARKER_LEN} bytes, got {el}")
-        out.append((kind, crowd, bytes(mv[j:j + el])))
-        i = j + el
-    if i != len(body):
-        raise DecodeError("trailing bytes after the last item")
-    return out
+    return _decode_frames(body, max_items, with_kind=body[:4] == b"SDU2")
 
 
 def decode_upload(body: bytes, max_items: int) -> list[tuple[bytes, bytes]]:
     if len(body) < 8 or body[:4] != b"SDU1":
         raise DecodeError("upload body must start with 'SDU1' and a count")
+    return [(crowd, env) for _kind, crowd, env in _decode_frames(body, max_items, with_kind=False)]
+
+
+def _decode_frames(body: bytes, max_items: int, with_kind: bool) -> list[tuple[int, bytes, bytes]]:
+    """The ``(kind, crowd, payload)`` frames after an upload body's 8-byte header.
+
+    SDU1 frames are ``u8 crowd_len ‖ crowd ‖ u16 len ‖ envelope`` (kind :data:`UPLOAD_MESSAGE`);
+    SDU2 frames (``with_kind``) start with their ``u8 kind``. Total: any malformed frame raises
+    :class:`DecodeError`.
+    """
+    what, frame = ("items", "item") if with_kind else ("reports", "envelope")
     (n,) = struct.unpack_from(">I", body, 4)
     if n > max_items:
-        raise DecodeError(f"at most {max_items} reports per request, got {n}")
-    out, i = [], 8
+        raise DecodeError(f"at most {max_items} {what} per request, got {n}")
+    out, i, k = [], 8, int(with_kind)
     mv = memoryview(body)
     for _ in range(n):
-        if i >= len(body):
+        if i + k >= len(body):
             raise DecodeError("truncated upload body")
-        cl = body[i]
-        if cl > MAX_CROWD_LEN or i + 1 + cl + 2 > len(body):
+        kind = body[i] if with_kind else UPLOAD_MESSAGE
+        if kind not in (UPLOAD_MESSAGE, UPLOAD_USER):
+            raise DecodeError(f"unknown upload item kind {kind}")
+        cl = body[i + k]
+        if cl > MAX_CROWD_LEN or i + k + 1 + cl + 2 > len(body):
             raise DecodeError("truncated or oversized crowd id")
-        crowd = bytes(mv[i + 1:i + 1 + cl])
-        (el,) = struct.unpack_from(">H", body, i + 1 + cl)
-        j = i + 3 + cl
+        crowd = bytes(mv[i + k + 1:i + k + 1 + cl])
+        (el,) = struct.unpack_from(">H", body, i + k + 1 + cl)
+        j = i + k + 3 + cl
         if j + el > len(body):
-            raise DecodeError("truncated envelope")
-        out.append((crowd, bytes(mv[j:j + el])))
+            raise DecodeError(f"truncated {frame}")
+        if kind == UPLOAD_USER and el != USER_MARKER_LEN:
+            raise DecodeError(f"a user marker has {USER_MARKER_LEN} bytes, got {el}")
+        out.append((kind, crowd, bytes(mv[j:j + el])))
         i = j + el
     if i != len(body):
-        raise DecodeError("trailing bytes after the last report")
+        raise DecodeError(f"trailing bytes after the last {frame if with_kind else 'report'}")
     return out
 
 
