@@ -23,12 +23,13 @@ from .faultproxy import FaultProxy
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
 
-def _upload_until_acked(dep: Deployment, task_hex: str, items: list, tries: int = 400) -> None:
+def _upload_until_acked(dep: Deployment, task_hex: str, items: list, tries: int = 400,
+                        markers: list | None = None) -> None:
     http = httpx.Client(timeout=10)
     try:
         for _ in range(tries):
             try:
-                upload(http, dep.shuffler.url, bytes.fromhex(task_hex), items)
+                upload(http, dep.shuffler.url, bytes.fromhex(task_hex), items, markers=markers)
                 return
             except httpx.HTTPError:
                 time.sleep(0.1)
@@ -54,6 +55,24 @@ def _ensure_up(proc) -> None:
         proc.start()
 
 
+def _start_killer(dep: Deployment, rng: random.Random, kills: dict, stop: threading.Event,
+                  target_kills: int) -> threading.Thread:
+    """A thread that kill -9s the shuffler or the analyzer at random points and restarts it."""
+
+    def killer() -> None:
+        while sum(kills.values()) < target_kills and not stop.wait(rng.uniform(0.3, 1.0)):
+            name = rng.choice(["shuffler", "analyzer"])
+            p = getattr(dep, name)
+            p.kill()
+            kills[name] += 1
+            time.sleep(rng.uniform(0.0, 0.3))
+            p.start()
+
+    th = threading.Thread(target=killer, daemon=True)
+    th.start()
+    return th
+
+
 def test_kill_9_shuffler_and_analyzer_at_random_points(tmp_path):
     rng = random.Random(20261122)
     n = 640
@@ -63,22 +82,8 @@ def test_kill_9_shuffler_and_analyzer_at_random_points(tmp_path):
         _, _, _, envs = sealed(dep, t["task_id"], np.arange(n))
         stop = threading.Event()
         kills = {"shuffler": 0, "analyzer": 0}
-        lock = threading.Lock()
-
         target_kills = 4
-
-        def killer() -> None:
-            while sum(kills.values()) < target_kills and not stop.wait(rng.uniform(0.3, 1.0)):
-                name = rng.choice(["shuffler", "analyzer"])
-                p = getattr(dep, name)
-                with lock:
-                    p.kill()
-                    kills[name] += 1
-                    time.sleep(rng.uniform(0.0, 0.3))
-                    p.start()
-
-        th = threading.Thread(target=killer, daemon=True)
-        th.start()
+        th = _start_killer(dep, rng, kills, stop, target_kills)
         try:
             for s in range(0, n, 40):
                 _upload_until_acked(dep, t["task_id"], [(b"", e) for e in envs[s:s + 40]])

@@ -17,11 +17,11 @@ import httpx
 import numpy as np
 import pytest
 
-from shuffledp.service.client import encode_protocol_messages, fetch_task, seal_many, upload, user_markers
+from shuffledp.service.client import encode_protocol_messages, fetch_task, seal_many, user_markers
 from shuffledp.service.harness import Deployment
 
 from .faultproxy import FaultProxy
-from .test_durability import _drain, _ensure_up
+from .test_durability import _drain, _ensure_up, _start_killer, _upload_until_acked
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
@@ -48,20 +48,6 @@ def _chunks(dep: Deployment, task_hex: str, size: int = 40) -> tuple[list, int]:
     return chunks, n_msgs
 
 
-def _upload_until_acked(dep: Deployment, task_hex: str, items: list, markers: list, tries: int = 400) -> None:
-    http = httpx.Client(timeout=10)
-    try:
-        for _ in range(tries):
-            try:
-                upload(http, dep.shuffler.url, bytes.fromhex(task_hex), items, markers=markers)
-                return
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        raise AssertionError("upload never acknowledged")
-    finally:
-        http.close()
-
-
 def _check_exactly_once(dep: Deployment, task_hex: str, n_msgs: int) -> None:
     db = sqlite3.connect(str(dep.workdir / "analyzer.db"))
     rows = db.execute("SELECT statistic, dtype, shape, n FROM analyzer_aggregates").fetchall()
@@ -80,21 +66,10 @@ def test_kill_9_with_a_multi_message_protocol(tmp_path):
         chunks, n_msgs = _chunks(dep, t["task_id"])
         stop = threading.Event()
         kills = {"shuffler": 0, "analyzer": 0}
-
-        def killer() -> None:
-            while sum(kills.values()) < 4 and not stop.wait(rng.uniform(0.3, 1.0)):
-                name = rng.choice(["shuffler", "analyzer"])
-                p = getattr(dep, name)
-                p.kill()
-                kills[name] += 1
-                time.sleep(rng.uniform(0.0, 0.3))
-                p.start()
-
-        th = threading.Thread(target=killer, daemon=True)
-        th.start()
+        th = _start_killer(dep, rng, kills, stop, 4)
         try:
             for items, markers in chunks:
-                _upload_until_acked(dep, t["task_id"], items, markers)
+                _upload_until_acked(dep, t["task_id"], items, markers=markers)
                 time.sleep(0.1)
             th.join(timeout=60)
         finally:
@@ -122,7 +97,7 @@ def test_fault_proxy_with_a_multi_message_protocol(tmp_path):
             dep.register(created, analyzer_url_for_shuffler=proxy.url)
             chunks, n_msgs = _chunks(dep, created["task_id"], size=120)
             for items, markers in chunks:   # the pool waits for the n users Cnt_2M is calibrated for
-                _upload_until_acked(dep, created["task_id"], items, markers)
+                _upload_until_acked(dep, created["task_id"], items, markers=markers)
                 dep.tick(close_current=True)
             _drain(dep, created["task_id"])
             assert set(faults) <= set(proxy.log), proxy.log
