@@ -234,6 +234,14 @@ def test_dashboard_in_headless_chromium(tmp_path) -> None:
     assert int(sh["attrs"]["data-batches"]) == len(ledger_h) == 2
     assert summary["tasks"][[t["task_id"] for t in summary["tasks"]].index(h_hex)]["health"]["per_shuffler"][0][
         "last_window"] == est_h["windows"][-1]
+    # per shuffler, as the shuffler reports itself (pushed on each batching round): both batches
+    # delivered, nothing pending or retrying, a recent contact
+    st = dom.find("tr", task=h_hex, data_status_shuffler="0")[0]["attrs"]
+    assert (st["data-reported"], st["data-delivered"], st["data-retrying"], st["data-rejected"],
+            st["data-pending-envelopes"], st["data-pending-users"]) == ("1", "2", "0", "0", "0", "0")
+    assert 0 <= int(st["data-last-contact"]) < 120
+    g_st = dom.find("tr", task=g_hex, data_status_shuffler="0")[0]["attrs"]
+    assert (g_st["data-reported"], g_st["data-delivered"]) == ("1", "1")
     # nothing finer than a window on the page: no report ids, batch ids, or client times
     text = " ".join(e["text"] for e in dom.elements[:1])
     for r in ledger_h:
@@ -401,3 +409,63 @@ def test_dashboard_never_spends_a_central_query_budget(tmp_path) -> None:
         (task,) = dep.http.get(url, headers=dep.collector()).json()["tasks"]
         assert task["budget"]["spent"] == 1.0 and task["budget"]["queries"] == 1
         assert task["ledger"][0]["cumulative_statement"] == est["privacy_statement_shuffle"]
+
+
+# ---------------------------------------------------------------- shuffler health pushes
+
+def test_shuffler_health_push_is_signed_validated_and_bounded(tmp_path) -> None:
+    """``PUT /v1/shuffler-health``: refused unsigned (401) or malformed (400, nothing kept); an
+    unknown task or an index outside the deployment is dropped; a good push reaches the summary."""
+    import json
+
+    from starlette.testclient import TestClient
+
+    from shuffledp.service.analyzer import AnalyzerState, create_analyzer_app
+    from shuffledp.service.http_common import sign_request
+    now = [1000.0]
+    an = AnalyzerState(f"sqlite:///{tmp_path / 'a.db'}", admin_token="a", collector_token="c", peer_secret=b"p",
+                       retention_every=1e9, clock=lambda: now[0])
+    with TestClient(create_analyzer_app(an)) as client:
+        t = client.post("/v1/tasks", headers={"authorization": "Bearer a"}, json={
+            "name": "murs", "protocol": {"name": "murs", "epsilon": 1.0, "delta": 1e-6, "n": 10000,
+                                         "params": {"d": 4, "mode": "parallel", "shufflers": 2}}}).json()["task_id"]
+
+        def push(doc, secret=b"p"):
+            body = json.dumps(doc).encode()
+            return client.put("/v1/shuffler-health", content=body, headers={
+                "authorization": sign_request(secret, "PUT", "/v1/shuffler-health", body)})
+
+        entry = {"task_id": t, "shuffler": 1, "pending_envelopes": 7, "pending_users": 3,
+                 "batches": {"ready": 1, "retrying": 2, "rejected": 0, "delivered": 5}}
+        assert push({"tasks": [entry]}, secret=b"wrong").status_code == 401
+        assert client.put("/v1/shuffler-health", content=b"{}").status_code == 401
+        for bad in ({"tasks": "x"}, {"tasks": [{**entry, "pending_users": -1}]},
+                    {"tasks": [{**entry, "shuffler": True}]}, {"tasks": [{**entry, "batches": []}]},
+                    {"tasks": [{**entry, "task_id": "zz"}]}, {"nope": 1}):
+            r = push(bad)
+            assert r.status_code == 400 and "health report" in r.json()["detail"], bad
+        assert an.shuffler_health == {}
+        r = push({"tasks": [entry, {**entry, "shuffler": 2}, {**entry, "task_id": "00" * 32}]})
+        assert r.status_code == 200 and r.json() == {"kept": 1, "dropped": 2}
+        assert len(an.shuffler_health) == 1
+        now[0] += 42.7
+        (task,) = client.get("/v1/dashboard/summary", headers={"authorization": "Bearer c"}).json()["tasks"]
+        s0, s1 = task["health"]["per_shuffler"]
+        assert s0["reported"] is False and s0["last_contact_s"] is None
+        assert (s1["reported"], s1["pending_envelopes"], s1["pending_users"], s1["last_contact_s"]) == (True, 7, 3, 42)
+        assert s1["shuffler_batches"] == {"forming": 0, "ready": 1, "retrying": 2, "rejected": 0, "delivered": 5}
+
+
+def test_shuffler_reports_its_pending_counts_per_analyzer(tmp_path) -> None:
+    """The shuffler's own report: pending envelopes/users and batches by state, per analyzer URL."""
+    from shuffledp.service.config import create_task_config
+    from shuffledp.service.shuffler import ShufflerState
+    sh = ShufflerState(f"sqlite:///{tmp_path / 's.db'}", admin_token="a", peer_secret=b"p", auto=False)
+    cfg = create_task_config(name="g", mechanism={"kind": "frequency", "name": "grr", "epsilon": 2.0,
+                                                  "params": {"d": 4}}, target_central={"eps": 1.0, "delta": 1e-6})
+    sh.register(cfg, "http://127.0.0.1:9/", [1], None)
+    (url, entries), = sh.health_report().items()
+    assert url == "http://127.0.0.1:9" and entries == [{
+        "task_id": cfg.task_id.hex(), "shuffler": 0, "pending_envelopes": 0, "pending_users": 0,
+        "batches": {"forming": 0, "ready": 0, "retrying": 0, "rejected": 0, "delivered": 0}}]
+    assert sh._push_health() == 0   # nothing listens there: logged, batching goes on

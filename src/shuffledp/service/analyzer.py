@@ -64,6 +64,11 @@ MAX_BATCH_BODY = 512 * 1024 * 1024
 MAX_TASK_BODY = 1 << 20
 #: window indices accepted in estimate queries (``from_window``/``to_window``): stored as int64
 MAX_WINDOW = 2**62
+#: largest shuffler health push (bytes; the shuffler sends at most 256 tasks per push)
+MAX_HEALTH_BODY = 128 * 1024
+#: the counts a shuffler health entry carries (each a non-negative integer)
+HEALTH_COUNTS = ("pending_envelopes", "pending_users")
+HEALTH_BATCH_STATES = ("forming", "ready", "retrying", "rejected", "delivered")
 
 log = logging.getLogger("shuffledp.service.analyzer")
 
@@ -77,7 +82,7 @@ class AnalyzerState:
         self.engine = make_engine(db_url)
         # floor on a new task's time_precision (config.MIN_TIME_PRECISION); lower only in tests
         self.min_time_precision = min_time_precision
-        self.clock = clock or time.time      # injectable (tests); used only by retention
+        self.clock = clock or time.time      # injectable (tests); retention and shuffler last contact
         self.retention_every = retention_every
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -85,8 +90,51 @@ class AnalyzerState:
         self.admin_token, self.collector_token, self.peer_secret = admin_token, collector_token, peer_secret
         self.write_lock = threading.Lock()   # one writer (SQLite); PostgreSQL relies on constraints too
         self._tasks: dict[bytes, TaskConfig] = {}
+        # the last health push per (task, shuffler index): bounded by the tasks times their shufflers
+        self.shuffler_health: dict[tuple[bytes, int], dict] = {}
         self._ensure_key()
         self._load_keys()
+
+    # ------------------------------------------------------------------ shuffler health
+    def record_shuffler_health(self, body: bytes) -> dict:
+        """Keep a shuffler's (authenticated) health push: ``{"tasks": [{"task_id", "shuffler",
+        "pending_envelopes", "pending_users", "batches": {state: count}}, ...]}``.
+
+        Entries for an unknown task or a shuffler index outside the task's deployment are counted
+        and dropped, so what is held stays bounded by the tasks times their shufflers. A malformed
+        body is refused as a whole (400) and changes nothing.
+        """
+        try:
+            doc = json.loads(body)
+            entries = doc["tasks"]
+            if not isinstance(entries, list) or len(entries) > 1024:
+                raise ValueError("tasks must be a list of at most 1024 entries")
+            parsed = []
+            for e in entries:
+                t = bytes.fromhex(e["task_id"])
+                j = e["shuffler"]
+                counts = {k: e[k] for k in HEALTH_COUNTS}
+                batches = {k: e["batches"].get(k, 0) for k in HEALTH_BATCH_STATES}
+                for v in (j, *counts.values(), *batches.values()):
+                    if type(v) is not int or not 0 <= v < 2**63:
+                        raise ValueError("counts and shuffler must be non-negative integers")
+                parsed.append((t, j, counts, batches))
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
+            raise Problem(400, "invalidRequest", f"health report must be {{'tasks': [{{'task_id', 'shuffler', "
+                          f"{', '.join(repr(k) for k in HEALTH_COUNTS)}, 'batches'}}]}} ({type(e).__name__})") from e
+        now, kept, dropped = self.clock(), 0, 0
+        for t, j, counts, batches in parsed:
+            try:
+                cfg = self.task(t)
+            except Problem:
+                dropped += 1
+                continue
+            if j >= (cfg.n_shufflers if cfg.protocol is not None else 1):
+                dropped += 1
+                continue
+            self.shuffler_health[(t, j)] = {**counts, "batches": batches, "received_at": now}
+            kept += 1
+        return {"kept": kept, "dropped": dropped}
 
     # ------------------------------------------------------------------ keys
     def _ensure_key(self) -> None:
@@ -809,6 +857,12 @@ def create_analyzer_app(state: AnalyzerState) -> FastAPI:
             raise Problem(400, "batchMismatch", "batch id must be hex") from e
         from starlette.concurrency import run_in_threadpool
         return await run_in_threadpool(ingest_batch, state, t, bid, body)
+
+    @app.put("/v1/shuffler-health")
+    async def shuffler_health(request: Request) -> dict:
+        # signed by a shuffler like a batch (401 before the body is read; at most MAX_HEALTH_BODY bytes)
+        body = await read_signed_body(request, state.peer_secret, MAX_HEALTH_BODY)
+        return state.record_shuffler_health(body)
 
     @app.get("/v1/tasks/{task_hex}/estimates")
     def get_estimates(task_hex: str, request: Request, crowd: str | None = None,

@@ -9,7 +9,9 @@ Routes added by :func:`install_dashboard`:
 - ``GET /v1/dashboard/summary`` (collector bearer) — every task: configuration, target and stated
   guarantee, the current estimate with its 95% intervals and privacy statement, the estimate of
   each window (time series), the privacy ledger per window and cumulative, and analyzer-side
-  health (batches, reports received/valid, rejections by reason, per shuffler index).
+  health (batches, reports received/valid, rejections by reason, per shuffler index) and each
+  shuffler's own last health push (pending envelopes and users, batches ready / retrying /
+  rejected / delivered, seconds since the push; ``PUT /v1/shuffler-health``, signed).
 - ``GET /v1/dashboard/tasks/{t}/export?format=json|csv`` (collector bearer) — the same estimates
   as a download.
 
@@ -97,18 +99,34 @@ def _health(batch_rows: list) -> dict:
     return {"batches": len(batch_rows), "received": received, "valid": valid, "rejected": rejected}
 
 
-def _per_shuffler(cfg: Any, ledger: list) -> list[dict]:
+def _per_shuffler(cfg: Any, ledger: list, health: dict | None = None, task_id: bytes = b"",
+                  now: float = 0.0) -> list[dict]:
+    """Per shuffler index: what the analyzer received from it (ledger) and its last health push.
+
+    ``reported`` is False until the shuffler has pushed its counts (pending envelopes and users not
+    yet batched, batches by state); ``last_contact_s`` is the whole seconds since that push.
+    """
     per: dict[int, dict] = {}
     n_sh = cfg.n_shufflers if cfg.protocol is not None else 1
+
+    def blank(j: int) -> dict:
+        return {"shuffler": j, "batches": 0, "envelopes": 0, "users": 0, "last_window": None, "reported": False,
+                "pending_envelopes": None, "pending_users": None, "shuffler_batches": None, "last_contact_s": None}
+
     for j in range(n_sh):
-        per[j] = {"shuffler": j, "batches": 0, "envelopes": 0, "users": 0, "last_window": None}
+        per[j] = blank(j)
     for r in ledger:
         j = int(r.shuffler or 0)
-        s = per.setdefault(j, {"shuffler": j, "batches": 0, "envelopes": 0, "users": 0, "last_window": None})
+        s = per.setdefault(j, blank(j))
         s["batches"] += 1
         s["envelopes"] += int(r.n_released)
         s["users"] += int(r.n_users) if r.n_users is not None else int(r.n_released)
         s["last_window"] = int(r.window) if s["last_window"] is None else max(s["last_window"], int(r.window))
+    for (t, j), h in (health or {}).items():
+        if t == task_id and j in per:
+            per[j].update(reported=True, pending_envelopes=h["pending_envelopes"], pending_users=h["pending_users"],
+                          shuffler_batches=dict(h["batches"]),
+                          last_contact_s=max(0, int(now - h["received_at"])))
     return [per[j] for j in sorted(per)]
 
 
@@ -151,7 +169,8 @@ def task_summary(state: Any, task_id: bytes) -> dict:
         "client_policy": {"max_reports_per_window": cfg.client_policy.max_reports_per_window,
                           "max_reports_per_day": cfg.client_policy.max_reports_per_day},
         "central_mode": cfg.central_mode,
-        "health": {**_health(batch_rows), "per_shuffler": _per_shuffler(cfg, ledger)},
+        "health": {**_health(batch_rows), "per_shuffler": _per_shuffler(
+            cfg, ledger, getattr(state, "shuffler_health", None), task_id, state.clock())},
     }
     if cfg.central_mode:
         out["estimate"], out["estimate_error"] = None, ("central mode: every query spends the query budget; "

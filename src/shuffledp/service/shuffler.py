@@ -134,13 +134,25 @@ def evaluated_counter_name(crowd: bytes) -> str:
     return "evaluated:" + hashlib.sha256(crowd).hexdigest()[:16]
 
 
+#: seconds between two health pushes to the analyzer (on a batching round)
+HEALTH_EVERY = 5.0
+#: the analyzer endpoint of the health push, and the most tasks one push carries
+HEALTH_PATH = "/v1/shuffler-health"
+MAX_HEALTH_TASKS = 256
+HEALTH_BATCH_STATES = ("forming", "ready", "retrying", "rejected", "delivered")
+
+
 class ShufflerState:
     def __init__(self, db_url: str, *, admin_token: str, peer_secret: bytes, tick_seconds: float = 1.0,
                  close_delay: float = 0.0, forward_timeout: float = 30.0, auto: bool = True,
                  drop_noise: Any = None, clock: Any = None, retention_every: float = 3600.0,
                  client_tokens_file: str | None = None, client_rate: float | None = None,
-                 client_burst: int | None = None) -> None:
+                 client_burst: int | None = None, health_every: float = HEALTH_EVERY) -> None:
         """Shuffler state over the database at ``db_url``.
+
+        Every ``health_every`` seconds (on a batching round) the shuffler pushes its per-task counts
+        (:meth:`health_report`) to each analyzer it forwards to, signed like a batch; the analyzer's
+        dashboard shows them with the time of the last contact. ``health_every=math.inf`` turns it off.
 
         ``client_tokens_file`` (default: ``SHUFFLEDP_CLIENT_TOKENS_FILE``) turns on client bearer
         tokens; ``client_rate`` reports/s with bucket ``client_burst`` (defaults:
@@ -164,6 +176,8 @@ class ShufflerState:
         self.clock = clock or time.time   # injectable (tests); the only source of "now"
         self.retention_every = retention_every
         self._last_retention = -math.inf
+        self.health_every = health_every
+        self._last_health = -math.inf
         self.http = httpx.Client(timeout=forward_timeout, headers={"user-agent": "shuffledp-shuffler"})
         tokens_file = client_tokens_file or os.environ.get("SHUFFLEDP_CLIENT_TOKENS_FILE") or None
         self.client_tokens = ClientTokens(tokens_file) if tokens_file else None
@@ -333,6 +347,9 @@ class ShufflerState:
             out = {"batches_formed": made, **sent}
             if now - self._last_retention >= self.retention_every:
                 out["retention"] = self._retention(now)
+            if close_current or now - self._last_health >= self.health_every:
+                self._last_health = now
+                out["health_pushed"] = self._push_health()
         return out
 
     # ------------------------------------------------------------------ retention
@@ -698,6 +715,56 @@ class ShufflerState:
                             "them (shuffledp shuffler requeue|discard)")
         return {"ok": True, "status": "degraded" if problems else "ok", "problems": problems,
                 "batches": batches, "batches_held": held, "forward_events": dict(self.forward_events)}
+
+    def health_report(self) -> dict[str, list[dict]]:
+        """Per analyzer URL, this shuffler's counts for each task it serves there.
+
+        One entry per task: its index in the deployment, pending envelopes and (protocol tasks) user
+        markers not yet batched, and batches by state (``forming``, ``ready``, ``retrying``,
+        ``rejected``, ``delivered``). Counts only: no envelope, digest, client or time finer than
+        the push itself leaves the shuffler.
+        """
+        with read_connection(self.engine) as c:
+            tasks = c.execute(select(shuffler_tasks.c.task_id, shuffler_tasks.c.analyzer_url)).all()
+            pending = {bytes(t): (int(n) - int(u or 0), int(u or 0)) for t, n, u in c.execute(
+                select(shuffler_pending.c.task_id, func.count(), func.sum(shuffler_pending.c.users))
+                .group_by(shuffler_pending.c.task_id))}
+            states: dict[bytes, dict[str, int]] = {}
+            for t, st, k in c.execute(select(shuffler_batches.c.task_id, shuffler_batches.c.state, func.count())
+                                      .group_by(shuffler_batches.c.task_id, shuffler_batches.c.state)):
+                states.setdefault(bytes(t), {})[str(st)] = int(k)
+        out: dict[str, list[dict]] = {}
+        for t, url in tasks:
+            t = bytes(t)
+            envs, users = pending.get(t, (0, 0))
+            st = states.get(t, {})
+            out.setdefault(url, []).append({
+                "task_id": t.hex(), "shuffler": self.shuffler_index(t), "pending_envelopes": envs,
+                "pending_users": users, "batches": {k: st.get(k, 0) for k in HEALTH_BATCH_STATES}})
+        return out
+
+    def _push_health(self) -> int:
+        """Send :meth:`health_report` to each analyzer (``PUT /v1/shuffler-health``, signed); returns
+        how many analyzers acknowledged. A failure is logged and retried on a later round."""
+        ok = 0
+        try:
+            report = self.health_report()
+        except Exception as e:  # noqa: BLE001 - health must never stop batching
+            log.warning("health report failed: %s", type(e).__name__)
+            return 0
+        for url, entries in report.items():
+            for i in range(0, len(entries), MAX_HEALTH_TASKS):
+                body = json.dumps({"tasks": entries[i:i + MAX_HEALTH_TASKS]}, separators=(",", ":")).encode()
+                try:
+                    r = self.http.put(url + HEALTH_PATH, content=body, timeout=min(5.0, self.forward_timeout), headers={
+                        "authorization": sign_request(self.peer_secret, "PUT", HEALTH_PATH, body),
+                        "content-type": "application/json"})
+                    ok += int(200 <= r.status_code < 300)
+                    if not 200 <= r.status_code < 300:
+                        log.info("analyzer %s answered %d to the health report", url, r.status_code)
+                except httpx.HTTPError as e:
+                    log.info("health report to %s failed: %s", url, type(e).__name__)
+        return ok
 
     # ------------------------------------------------------------------ background loop
     def start(self) -> None:

@@ -223,7 +223,26 @@ function healthPanel(t) {
         h("td", {class: "num"}, String(p.shuffler)), h("td", {class: "num"}, fmt(p.batches)),
         h("td", {class: "num"}, fmt(p.envelopes)), h("td", {class: "num"}, fmt(p.users)),
         h("td", {class: "num " + (p.batches ? "" : "warn")}, p.last_window === null ? "nothing yet" :
-          String(p.last_window))))))));
+          String(p.last_window))))))),
+    h("h3", {}, "per shuffler (as each shuffler reports itself)"),
+    h("div", {class: "scroll"}, h("table", {class: "shuffler-status"},
+      h("thead", {}, h("tr", {}, h("th", {class: "num"}, "shuffler"), h("th", {class: "num", title: "envelopes not yet batched"}, "pending"),
+        h("th", {class: "num", title: "users (markers) not yet batched"}, "users"), h("th", {class: "num"}, "ready"), h("th", {class: "num"}, "retrying"),
+        h("th", {class: "num"}, "rejected"), h("th", {class: "num"}, "delivered"), h("th", {class: "num", title: "since the shuffler's last health report"}, "contact"))),
+      h("tbody", {}, hl.per_shuffler.map(p => {
+        const b = p.shuffler_batches || {};
+        const n = v => p.reported ? fmt(v) : "–";
+        const stale = !p.reported || p.last_contact_s > 60;
+        return h("tr", {"data-status-shuffler": String(p.shuffler), "data-reported": p.reported ? "1" : "0",
+                        "data-pending-envelopes": String(p.pending_envelopes), "data-pending-users": String(p.pending_users),
+                        "data-retrying": String(b.retrying), "data-rejected": String(b.rejected),
+                        "data-delivered": String(b.delivered), "data-last-contact": String(p.last_contact_s)},
+          h("td", {class: "num"}, String(p.shuffler)), h("td", {class: "num"}, n(p.pending_envelopes)),
+          h("td", {class: "num"}, n(p.pending_users)), h("td", {class: "num"}, n(b.ready)),
+          h("td", {class: "num " + (b.retrying ? "warn" : "")}, n(b.retrying)),
+          h("td", {class: "num " + (b.rejected ? "warn" : "")}, n(b.rejected)), h("td", {class: "num"}, n(b.delivered)),
+          h("td", {class: "num " + (stale ? "warn" : "")}, p.reported ? `${p.last_contact_s} s` : "never"));
+      })))));
 }
 
 async function download(t, format) {
@@ -278,7 +297,7 @@ function renderTask(t) {
       `(${t.budget.queries} quer${t.budget.queries === 1 ? "y" : "ies"} at ε=${fmt(t.budget.eps_per_query)})`));
   }
   led.append(h("p", {class: "muted"}, `stated per release: ${t.stated_guarantee ? t.stated_guarantee.text : "–"}`));
-  const health = h("section", {class: "panel health-panel"}, h("h3", {}, "Health (analyzer side)"), healthPanel(t));
+  const health = h("section", {class: "panel health-panel"}, h("h3", {}, "Health"), healthPanel(t));
   return h("section", {class: "panel task", id: "task-" + t.task_id, "data-task": t.task_id},
     h("h2", {}, `${t.name} `, h("span", {class: "muted"}, describe(t))),
     h("div", {class: "task-grid"}, est, h("div", {}, led, health)));
