@@ -54,7 +54,7 @@ from .base import Engine, check_engine_protocol, merge_statistics
 
 __all__ = ["ArchiveError", "ArchiveInfo", "Partition", "FORMAT", "METADATA_KEY", "build_protocol",
            "open_archives", "read_partition", "aggregate_archives", "aggregate_partitions", "aggregate_keyed",
-           "simulate_archive", "write_part", "synthetic_values", "information_bits"]
+           "simulate_archive", "write_part", "export_release_part", "synthetic_values", "information_bits"]
 
 METADATA_KEY = b"shuffledp.archive"
 FORMAT = 1
@@ -281,6 +281,7 @@ def open_archives(paths: Sequence[str | Path]) -> ArchiveInfo:
     first: dict[str, Any] | None = None
     proto: Protocol | None = None
     seen: dict[int, Path] = {}
+    part_users: dict[int, int] = {}
     parts: list[tuple[int, Partition]] = []
     for path in files:
         pf, meta = _read_meta(path)
@@ -310,6 +311,11 @@ def open_archives(paths: Sequence[str | Path]) -> ArchiveInfo:
         if j in seen:
             raise ArchiveError(path, f"duplicate part {j} (also {seen[j]})")
         seen[j] = path
+        if meta["users"] is None:   # an exported release: each part states its own shuffler's users
+            u = meta.get("part_users")
+            if not isinstance(u, int) or u < 0:
+                raise ArchiveError(path, "archive metadata has users=null but no part_users count")
+            part_users[j] = u
         # the file's columns must be the schema's, with the encodings the metadata states
         cols = [(c, dt, tuple(s)) for c, dt, s in meta["schema"]] + ([("shuffler", "<i2", ())] if meta["shuffler"] else [])
         enc = meta["columns"]
@@ -342,7 +348,9 @@ def open_archives(paths: Sequence[str | Path]) -> ArchiveInfo:
         raise ArchiveError(files[0], f"archive is incomplete: parts {missing[:10]} of {first['parts']} "
                                      f"(task {first['task']}) are missing")
     parts.sort(key=lambda t: (t[0], t[1].row_group))
-    return ArchiveInfo(proto, first, int(first["users"]), [str(f) for f in files], [p for _, p in parts])
+    users = (int(first["users"]) if first["users"] is not None
+             else proto.count_users([part_users[j] for j in range(int(first["parts"]))]))
+    return ArchiveInfo(proto, first, users, [str(f) for f in files], [p for _, p in parts])
 
 
 def read_partition(part: Partition) -> Messages:
@@ -569,6 +577,42 @@ def _write_destination_item(protocol: Protocol, k: int, tmp: str, meta: dict[str
                             item: tuple[int, Any]) -> tuple[int, int]:
     dst, ss = item
     return _write_destination(protocol, k, tmp, ss, meta, row_group, dst)
+
+
+def export_release_part(out: str | Path, *, spec: Mapping[str, Any], task: str, messages: Messages, users: int,
+                        part: int = 0, parts: int = 1) -> Path:
+    """Write one shuffled batch that a deployment accepted as part ``part`` of the archive folder ``out``.
+
+    ``spec`` is the task's protocol (``{"name", "epsilon", "delta", "n", "params"}``, public
+    randomness already pinned); ``messages`` the batch's valid messages in the order they were
+    received (the shuffler's permutation), with the ``"shuffler"`` column for a multi-shuffler
+    protocol; ``users`` the users the forwarding shuffler counted. A single-shuffler release is a
+    one-part archive (``users`` in the metadata); a multi-shuffler release has one part per
+    shuffler, each stating its own ``part_users`` and ``users = null``, and :func:`open_archives`
+    counts the release's users with ``protocol.count_users`` once every part is there. The file is
+    written under a temporary name and renamed, so a part is either whole or absent, and writing
+    the same batch again replaces it with the same content.
+    """
+    from ..shuffle import protocol as build
+
+    proto = build(spec["name"], epsilon=spec["epsilon"], delta=spec["delta"], n=spec["n"], **spec.get("params", {}))
+    meta = {"format": FORMAT, "protocol": proto.name, "epsilon": float(proto.epsilon), "delta": float(proto.delta),
+            "n": int(proto.n), "params": dict(spec.get("params", {})), "schema": _schema_list(proto), "task": task,
+            "users": int(users) if parts == 1 else None, "part_users": int(users), "parts": int(parts),
+            "part": int(part), "shuffler": proto.n_shufflers > 1, "seed": None,
+            "bits_per_message": float(proto.bits_per_message)}
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    final = out / f"part-{int(part):05d}.parquet"
+    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", dir=out)
+    os.close(fd)
+    try:
+        write_part(tmp, messages, meta)
+        os.replace(tmp, final)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return final
 
 
 def information_bits(info: ArchiveInfo) -> float:

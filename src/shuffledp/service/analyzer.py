@@ -32,6 +32,7 @@ import dataclasses
 import json
 import logging
 import math
+import os
 import threading
 import time
 from typing import Any
@@ -78,8 +79,16 @@ class AnalyzerState:
 
     def __init__(self, db_url: str, *, admin_token: str, collector_token: str, peer_secret: bytes,
                  clock: Any = None, retention_every: float = 3600.0,
-                 min_time_precision: int = MIN_TIME_PRECISION) -> None:
+                 min_time_precision: int = MIN_TIME_PRECISION, export_dir: str | None = None) -> None:
+        """Analyzer state over the database at ``db_url``.
+
+        ``export_dir`` (default: ``SHUFFLEDP_ANALYZER_EXPORT_DIR``; off when unset) turns on the
+        report archive: every accepted batch of a protocol task is also written, as the shuffler
+        delivered it (anonymous, shuffled), to a Parquet archive that ``shuffledp aggregate`` reads
+        (:func:`export_batch`).
+        """
         self.engine = make_engine(db_url)
+        self.export_dir = export_dir or os.environ.get("SHUFFLEDP_ANALYZER_EXPORT_DIR") or None
         # floor on a new task's time_precision (config.MIN_TIME_PRECISION); lower only in tests
         self.min_time_precision = min_time_precision
         self.clock = clock or time.time      # injectable (tests); retention and shuffler last contact
@@ -484,6 +493,10 @@ def ingest_protocol_batch(state: AnalyzerState, cfg: TaskConfig, bid: bytes, b: 
         stat = np.asarray(p.aggregate(take_reports(fields, cand)))
         _merge_statistic(c, task_id, b.window, b.crowd_id, stat, int(b.n_users))
         n_bad = len(b.envelopes) - n_valid
+        if state.export_dir and p.model != "central":
+            # before the commit: an acknowledged batch is always in the archive. A central-model
+            # protocol's messages are the curator's raw input: never written out
+            export_batch(state.export_dir, cfg, bid, b, take_reports(fields, cand))
         st = protocol_statement(cfg, p, int(b.n_users), n_bad)
         cw = np.unique(client_windows(cfg, times[cand])).tolist()
         result = {"batch_id": bid.hex(), "received": len(b.envelopes), "valid": n_valid, "rejected": counts,
@@ -498,6 +511,33 @@ def ingest_protocol_batch(state: AnalyzerState, cfg: TaskConfig, bid: bytes, b: 
             batch_id=bid, task_id=task_id, crowd_id=b.crowd_id, window=b.window, n_received=len(b.envelopes),
             n_valid=n_valid, result=json.dumps(result)))
     return result
+
+
+def export_batch(root: str, cfg: TaskConfig, bid: bytes, b: Any, messages: dict) -> str:
+    """Write one accepted batch's valid messages to the report archive under ``root``.
+
+    Layout: ``<root>/<task id>/w<window>-c<crowd>-b<batch id prefix>/part-00000.parquet`` for a
+    single-shuffler protocol (each batch a complete archive), and
+    ``<root>/<task id>/w<window>-c<crowd>/part-<shuffler>.parquet`` for a multi-shuffler one (the
+    window's release is complete when every shuffler's part is there). Written under a temporary
+    name and renamed (see :func:`shuffledp.engines.archive.export_release_part`), inside the
+    ingest transaction: a failure refuses the batch (500; the shuffler retries), so every
+    acknowledged batch is archived, and a retried batch rewrites the same file. Returns the path.
+    Central-model tasks (``cdp_*``) are not exported: their messages are the curator's raw input.
+    """
+    from pathlib import Path
+
+    from ..engines.archive import export_release_part
+    p = cfg.protocol_object()
+    crowd = b.crowd_id.hex() or "all"
+    base = Path(root) / cfg.task_id.hex()
+    if p.n_shufflers > 1:
+        out, part, parts = base / f"w{b.window}-c{crowd}", int(b.shuffler), p.n_shufflers
+    else:
+        out, part, parts = base / f"w{b.window}-c{crowd}-b{bid.hex()[:16]}", 0, 1
+    msgs = {k: v for k, v in messages.items() if p.n_shufflers > 1 or k != "shuffler"}
+    return str(export_release_part(out, spec=cfg.protocol, task=cfg.task_id.hex(), messages=msgs,
+                                   users=int(b.n_users), part=part, parts=parts))
 
 
 def _unreplayed(c: Any, cfg: TaskConfig, bid: bytes, ids: np.ndarray, times: np.ndarray, valid: np.ndarray,
