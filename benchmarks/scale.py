@@ -10,7 +10,10 @@
    whole batch already in memory: no I/O), the local engine (partition by partition from the
    archive) and each engine at each worker count (cluster/session start and one untimed warm-up
    run of the same job, in which every worker process imports shuffledp, are excluded). All runs must give the same statistic, bit for bit (checked).
-3. Archive size against the information content: an OLH report is one of ``(P-1) P`` seeds and
+3. Peak memory (``--memory``): the resident set high-water mark of a fresh process that aggregates
+   the archive on the local engine, and of every Dask worker after its jobs, against the bytes
+   of one partition in memory and of the whole batch: bounded by the partition, not by ``n``.
+4. Archive size against the information content: an OLH report is one of ``(P-1) P`` seeds and
    one of ``g`` hash values, ``log2((P-1) P g)`` bits; an HCMS report is one of ``k`` hash
    functions, ``m`` Hadamard coefficients and a sign, ``log2(k m) + 1`` bits.
 
@@ -52,6 +55,9 @@ def main() -> None:
     ap.add_argument("--workers", default="1,2")
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--dir", default=None, help="folder for the archive (default: a temporary one)")
+    ap.add_argument("--memory", action="store_true", help="measure peak memory per worker (see 3.)")
+    ap.add_argument("--skip-numpy", action="store_true",
+                    help="no in-memory baseline (the whole batch in memory; at 1e8 OLH reports ~1.6 GB)")
     args = ap.parse_args()
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
 
@@ -96,11 +102,23 @@ def main() -> None:
     info_bits = sum(col_info.values())
 
     # --- throughput ------------------------------------------------------------------------
-    whole = concat_messages([read_partition(p) for p in parts])
-    t_np, ref = best(lambda: proto.aggregate(whole), args.reps)
-    del whole
-    rows = [("numpy, one process, in memory (no I/O)", 1, t_np)]
+    first = read_partition(parts[0])
+    part_bytes = sum(np.asarray(v).nbytes for v in first.values()) * max(p.rows for p in parts) // max(1, parts[0].rows)
+    del first
+    memory: list[tuple[str, float]] = []
+    if args.memory:   # before anything else grows this process: a fresh interpreter per measure
+        memory.append(("local engine, fresh process", _local_peak_mb(info.files)))
+    rows = []
+    if args.skip_numpy:
+        t_np, ref = None, None
+    else:
+        whole = concat_messages([read_partition(p) for p in parts])
+        t_np, ref = best(lambda: proto.aggregate(whole), args.reps)
+        del whole
+        rows.append(("numpy, one process, in memory (no I/O)", 1, t_np))
     t_loc, st = best(lambda: aggregate_partitions(proto, parts, LocalEngine()), args.reps)
+    if ref is None:
+        ref = st
     assert st.tobytes() == ref.tobytes()
     rows.append(("local engine (reads the archive)", 1, t_loc))
     for name in engines:
@@ -110,6 +128,9 @@ def main() -> None:
             try:
                 aggregate_partitions(proto, parts, eng)  # warm-up: every worker imports shuffledp
                 t, st = best(lambda: aggregate_partitions(proto, parts, eng), args.reps)
+                if args.memory and name == "dask":
+                    peaks = eng.client.run(_maxrss_mb)
+                    memory.append((f"dask worker ({w} workers), max over workers", max(peaks.values())))
             finally:
                 eng.close()
             assert st.tobytes() == ref.tobytes(), f"{name} x{w}: statistic differs"
@@ -128,7 +149,7 @@ def main() -> None:
         if w == 1:
             one[key] = t
         thr = m / t / 1e6
-        per = (m / t / w) / (m / t_np)
+        per = (m / t / w) / (m / t_np) if t_np else float("nan")
         sp = one.get(key, float("nan")) / t
         print(f"| {label} | {w} | {t:.2f} | {thr:.2f} | {per:.2f}x | {sp:.2f}x |")
     print()
@@ -140,9 +161,36 @@ def main() -> None:
         ib = col_info[c]
         print(f"| column `{c}` | {b:,} | {8 * b / m:.2f} | {ib:.2f} | {8 * b / m / ib:.3f} |")
     print()
+    if memory:
+        print(f"| peak resident memory | MB | one partition in memory: {part_bytes / 2**20:.0f} MB; "
+              f"whole batch: {part_bytes * len(parts) / 2**20:.0f} MB |")
+        print("|---|---:|---|")
+        for label, mb in memory:
+            print(f"| {label} | {mb:.0f} | |")
+        print()
     print(f"load average after: {os.getloadavg()}")
     if args.dir is None:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _maxrss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # Linux: KiB
+
+
+def _local_peak_mb(files: list[str]) -> float:
+    """Peak RSS of a fresh interpreter that aggregates the archive on the local engine."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, resource, sys; from shuffledp.engines import LocalEngine; "
+            "from shuffledp.engines.archive import aggregate_archives; "
+            "aggregate_archives(json.loads(sys.argv[1]), LocalEngine()); "
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)")
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(files)], check=True, capture_output=True, text=True)
+    return float(out.stdout.strip().splitlines()[-1])
 
 
 if __name__ == "__main__":
