@@ -848,9 +848,18 @@ def create_task_from_body(state: AnalyzerState, body: bytes) -> dict:
 
 
 def create_analyzer_app(state: AnalyzerState) -> FastAPI:
+    """The analyzer's HTTP app: keys (public), tasks (admin), batches and shuffler health (signed
+    by a shuffler), estimates and statistics (collector), the dashboard."""
     app = service_app("shuffledp analyzer", state, "analyzer")
-    tid = task_id_from_hex
+    _install_key_routes(app, state)
+    _install_task_routes(app, state)
+    _install_shuffler_routes(app, state)
+    _install_collector_routes(app, state)
+    install_dashboard(app, state)
+    return app
 
+
+def _install_key_routes(app: FastAPI, state: AnalyzerState) -> None:
     @app.get("/healthz")
     def healthz() -> dict:
         return {"ok": True}
@@ -870,6 +879,8 @@ def create_analyzer_app(state: AnalyzerState) -> FastAPI:
         check_bearer(state.admin_token, request.headers.get("authorization"))
         return {"active_key_id": state.rotate_key()}
 
+
+def _install_task_routes(app: FastAPI, state: AnalyzerState) -> None:
     @app.post("/v1/admin/retention")
     def admin_retention(request: Request) -> dict:
         check_bearer(state.admin_token, request.headers.get("authorization"))
@@ -883,14 +894,16 @@ def create_analyzer_app(state: AnalyzerState) -> FastAPI:
 
     @app.get("/v1/tasks/{task_hex}/config")
     def get_config(task_hex: str) -> dict:
-        cfg = state.task(tid(task_hex))
+        cfg = state.task(task_id_from_hex(task_hex))
         return {"config": cfg.to_json(), "config_digest": cfg.digest.hex()}
 
+
+def _install_shuffler_routes(app: FastAPI, state: AnalyzerState) -> None:
     @app.put("/v1/tasks/{task_hex}/batches/{batch_hex}")
     async def put_batch(task_hex: str, batch_hex: str, request: Request) -> dict:
         # authenticated from the header (401) and size-checked (413) before any body byte is read
         body = await read_signed_body(request, state.peer_secret, MAX_BATCH_BODY)
-        t = tid(task_hex)
+        t = task_id_from_hex(task_hex)
         try:
             bid = bytes.fromhex(batch_hex)
         except ValueError as e:
@@ -903,6 +916,10 @@ def create_analyzer_app(state: AnalyzerState) -> FastAPI:
         # signed by a shuffler like a batch (401 before the body is read; at most MAX_HEALTH_BODY bytes)
         body = await read_signed_body(request, state.peer_secret, MAX_HEALTH_BODY)
         return state.record_shuffler_health(body)
+
+
+def _install_collector_routes(app: FastAPI, state: AnalyzerState) -> None:
+    tid = task_id_from_hex
 
     @app.get("/v1/tasks/{task_hex}/estimates")
     def get_estimates(task_hex: str, request: Request, crowd: str | None = None,
@@ -939,6 +956,3 @@ def create_analyzer_app(state: AnalyzerState) -> FastAPI:
             nr = c.execute(select(func.coalesce(func.sum(analyzer_batches.c.n_received), 0))
                            .where(analyzer_batches.c.task_id == t)).scalar_one()
         return {"batches": int(nb), "valid": int(nv), "received": int(nr)}
-
-    install_dashboard(app, state)
-    return app

@@ -410,68 +410,89 @@ class ShufflerState:
                 cfg, _u, _k, _c = self.task(task_id)
             except Problem:
                 continue
-            bw = cfg.batch_window
-            closed = int((now - self.close_delay) // bw) - (0 if close_current else 1)
-            in_pool = (shuffler_pending.c.task_id == task_id, shuffler_pending.c.crowd_id == crowd,
-                       shuffler_pending.c.window <= closed)
-            # The pool is read from one snapshot without any write lock: first its size, then (only
-            # to release it) its digests and windows. Only this thread, under work_lock, deletes
-            # pending rows, so the snapshot's rows are all still pending when the batch takes them.
-            with read_connection(self.engine, snapshot=True) as rc:
-                n = int(rc.execute(select(func.count()).select_from(shuffler_pending).where(*in_pool)).scalar_one())
-                if n == 0:
-                    continue
-                drop = 0
-                if cfg.drop_noise is not None:
-                    # each evaluation of a pool is a DP release: at most once per closed window
-                    # (claimed and committed first; a crash before the batch is recorded only
-                    # delays the pool to the next window)
-                    with self.write_lock, self.engine.begin() as c:
-                        if not self._claim_evaluation(c, task_id, crowd, closed):
-                            continue
-                    from .drop import sample_drop   # DP random drop (exact discrete Laplace sampler)
-                    drop = sample_drop(n, cfg.drop_noise["eps"], cfg.drop_noise["delta"])
-                elif self.drop_noise is not None and cfg.protocol is None:
-                    drop = min(n, max(0, int(self.drop_noise(n))))
-                if cfg.protocol is not None and not cfg.protocol_object().one_message_per_user:
-                    # a protocol pool is sized in users (markers)
-                    release = int(rc.execute(select(func.coalesce(func.sum(shuffler_pending.c.users), 0))
-                                             .where(*in_pool)).scalar_one()) >= cfg.min_batch_size
-                else:
-                    release = n - drop >= cfg.min_batch_size
-                cols = (shuffler_pending.c.envelope_digest, shuffler_pending.c.window, shuffler_pending.c.users)
-                if release:
-                    rows = rc.execute(select(*cols).where(*in_pool)).all()
-                else:
-                    oldest_allowed = closed - cfg.max_wait_windows + 1
-                    rows = rc.execute(select(*cols).where(*in_pool[:2],
-                                                          shuffler_pending.c.window < oldest_allowed)).all()
-            m = len(rows)
-            digests = np.frombuffer(b"".join(bytes(r[0]) for r in rows), dtype=np.uint8).reshape(m, DIGEST_LEN)
-            windows = np.fromiter((int(r[1]) for r in rows), dtype=np.int64, count=m)
-            markers = np.fromiter((int(r[2]) for r in rows), dtype=np.int64, count=m) > 0
-            del rows
-            if not release:
-                self._delete_pending_chunked(task_id, digests.tobytes(), "expired")
-                continue
-            if m != n:   # cannot happen with one snapshot; refuse to release something else than evaluated
-                raise RuntimeError(f"pool snapshot changed between count ({n}) and read ({m})")
-            if cfg.protocol is not None:
-                made += self._form_protocol_batch(cfg, task_id, crowd, digests, windows, markers)
-                continue
-            perm = csprng_permutation(n)   # the one CSPRNG permutation
-            dropped, kept = perm[:drop], perm[drop:]
-            kept_digests = digests[kept].tobytes()
-            window = int(windows[kept].max())
-            bid = batch_id_from_digests(task_id, crowd, window, kept_digests)
-            with self.write_lock, self.engine.begin() as c:
-                c.execute(insert_ignore(self.engine, shuffler_batches), [{
-                    "batch_id": bid, "task_id": task_id, "crowd_id": crowd, "window": window,
-                    "n": len(kept), "state": "forming", "attempts": 0, "next_attempt_at": 0.0,
-                    "last_error": None, "members": kept_digests + digests[dropped].tobytes()}])
-            self._finish_batch(bid)
-            made += 1
+            made += self._form_pool(cfg, task_id, crowd, now, close_current)
         return made
+
+    def _form_pool(self, cfg: TaskConfig, task_id: bytes, crowd: bytes, now: float, close_current: bool) -> int:
+        """The pool of one (task, crowd) over its closed windows: released as one batch when it is
+        large enough, else its reports that waited past ``max_wait_windows`` expire. Returns the
+        batches formed (0 or 1)."""
+        closed = int((now - self.close_delay) // cfg.batch_window) - (0 if close_current else 1)
+        pool = self._read_pool(cfg, task_id, crowd, closed)
+        if pool is None:
+            return 0
+        release, drop, digests, windows, markers = pool
+        if not release:
+            self._delete_pending_chunked(task_id, digests.tobytes(), "expired")
+            return 0
+        if cfg.protocol is not None:
+            return self._form_protocol_batch(cfg, task_id, crowd, digests, windows, markers)
+        return self._form_oracle_batch(task_id, crowd, digests, windows, drop)
+
+    def _read_pool(self, cfg: TaskConfig, task_id: bytes, crowd: bytes,
+                   closed: int) -> tuple[bool, int, np.ndarray, np.ndarray, np.ndarray] | None:
+        """Evaluate a pool once: ``(release, drop, digests, windows, markers)``, or None when it is
+        empty or (DP random drop) was already evaluated for this closed window.
+
+        The pool is read from one snapshot without any write lock: first its size, then (only to
+        release it) its digests and windows. Only the batching thread, under ``work_lock``, deletes
+        pending rows, so the snapshot's rows are all still pending when the batch takes them. When
+        the pool is not released, the rows returned are those that waited too long.
+        """
+        in_pool = (shuffler_pending.c.task_id == task_id, shuffler_pending.c.crowd_id == crowd,
+                   shuffler_pending.c.window <= closed)
+        with read_connection(self.engine, snapshot=True) as rc:
+            n = int(rc.execute(select(func.count()).select_from(shuffler_pending).where(*in_pool)).scalar_one())
+            if n == 0:
+                return None
+            drop = 0
+            if cfg.drop_noise is not None:
+                # each evaluation of a pool is a DP release: at most once per closed window
+                # (claimed and committed first; a crash before the batch is recorded only
+                # delays the pool to the next window)
+                with self.write_lock, self.engine.begin() as c:
+                    if not self._claim_evaluation(c, task_id, crowd, closed):
+                        return None
+                from .drop import sample_drop   # DP random drop (exact discrete Laplace sampler)
+                drop = sample_drop(n, cfg.drop_noise["eps"], cfg.drop_noise["delta"])
+            elif self.drop_noise is not None and cfg.protocol is None:
+                drop = min(n, max(0, int(self.drop_noise(n))))
+            if cfg.protocol is not None and not cfg.protocol_object().one_message_per_user:
+                # a protocol pool is sized in users (markers)
+                release = int(rc.execute(select(func.coalesce(func.sum(shuffler_pending.c.users), 0))
+                                         .where(*in_pool)).scalar_one()) >= cfg.min_batch_size
+            else:
+                release = n - drop >= cfg.min_batch_size
+            cols = (shuffler_pending.c.envelope_digest, shuffler_pending.c.window, shuffler_pending.c.users)
+            if release:
+                rows = rc.execute(select(*cols).where(*in_pool)).all()
+            else:
+                oldest_allowed = closed - cfg.max_wait_windows + 1
+                rows = rc.execute(select(*cols).where(*in_pool[:2], shuffler_pending.c.window < oldest_allowed)).all()
+        m = len(rows)
+        if release and m != n:   # cannot happen with one snapshot; refuse to release something else than evaluated
+            raise RuntimeError(f"pool snapshot changed between count ({n}) and read ({m})")
+        digests = np.frombuffer(b"".join(bytes(r[0]) for r in rows), dtype=np.uint8).reshape(m, DIGEST_LEN)
+        windows = np.fromiter((int(r[1]) for r in rows), dtype=np.int64, count=m)
+        markers = np.fromiter((int(r[2]) for r in rows), dtype=np.int64, count=m) > 0
+        return release, drop, digests, windows, markers
+
+    def _form_oracle_batch(self, task_id: bytes, crowd: bytes, digests: np.ndarray, windows: np.ndarray,
+                           drop: int) -> int:
+        """A local-oracle task's batch: one CSPRNG permutation; its first ``drop`` reports are
+        dropped (DP random drop), the rest recorded as the batch (members: kept, then dropped)."""
+        perm = csprng_permutation(len(digests))   # the one CSPRNG permutation
+        dropped, kept = perm[:drop], perm[drop:]
+        kept_digests = digests[kept].tobytes()
+        window = int(windows[kept].max())
+        bid = batch_id_from_digests(task_id, crowd, window, kept_digests)
+        with self.write_lock, self.engine.begin() as c:
+            c.execute(insert_ignore(self.engine, shuffler_batches), [{
+                "batch_id": bid, "task_id": task_id, "crowd_id": crowd, "window": window,
+                "n": len(kept), "state": "forming", "attempts": 0, "next_attempt_at": 0.0,
+                "last_error": None, "members": kept_digests + digests[dropped].tobytes()}])
+        self._finish_batch(bid)
+        return 1
 
     def _form_protocol_batch(self, cfg: TaskConfig, task_id: bytes, crowd: bytes, digests: np.ndarray,
                              windows: np.ndarray, markers: np.ndarray) -> int:
