@@ -46,7 +46,8 @@ from ..core.errors import ValidationError
 from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
 from ..local.base import take_reports
-from .oracle_privacy import group_bound, group_log_delta
+from ..accounting.composition import group_privacy_log_delta as group_log_delta
+from ..accounting.composition import group_privacy_or_none as group_bound
 from .config import MIN_TIME_PRECISION, TASK_FIELDS, TaskConfig, create_task_config
 from .dashboard import install_dashboard
 from .hpke import AEAD_AES_128_GCM, AEAD_CHACHA20_POLY1305, KDF_HKDF_SHA256, generate_key_pair

@@ -11,18 +11,18 @@ import hashlib
 import json
 import math
 import secrets
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
 from ..core.errors import ValidationError
-from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
+from ..central.curator_input import ExactHistogramInput
 from ..core.validation import check_real
 from .wire import MAX_CROWD_LEN, PlaintextSchema, check_envelope_fits, envelope_len
 
-__all__ = ["TaskConfig", "ClientPolicy", "build_mechanism", "create_task_config", "IdentityTestEncoder",
+__all__ = ["TaskConfig", "ClientPolicy", "build_mechanism", "create_task_config",
            "canonical_json", "TASK_FIELDS", "MIN_TIME_PRECISION"]
 
 #: Smallest ``time_precision`` (seconds) a deployment accepts by default. Each report carries its
@@ -39,7 +39,7 @@ MAX_CLOCK_SKEW = 7 * 86400              # seconds (one week)
 MAX_WAIT_WINDOWS = 100
 MAX_RETENTION_DAYS = 3650
 MAX_REPORTS_CAP = 10**6                 # client_policy caps
-MAX_BATCH_FLOOR = 10**8                 # = oracle_privacy.min_batch_size's n_max
+MAX_BATCH_FLOOR = 10**8                 # = accounting.shuffle.min_batch_for_target's n_max
 MAX_DOMAIN = 2**31 - 1                  # mechanism params.d
 
 #: The fields a task creation request may carry (``POST /v1/tasks``); the task id is chosen by the
@@ -58,52 +58,6 @@ def _int_field(v: Any, param: str, lo: int, hi: int) -> int:
 
 def canonical_json(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
-
-
-class IdentityTestEncoder:
-    """TEST ONLY: reports the input unchanged (no privacy). Used for exactly-once tests.
-
-    Each simulated client sends a unique value, so the aggregated histogram is all ones iff
-    every acknowledged report was counted exactly once (0 = loss, 2 = double count).
-    """
-
-    name = "test_identity"
-    epsilon = math.inf
-
-    def __init__(self, d: int) -> None:
-        if not isinstance(d, int) or d < 1:
-            raise ValidationError(f"d must be an int >= 1, got {d!r}", parameter="d")
-        self.d = d
-
-    def randomize(self, values: Any, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        from ..core.validation import check_int_values
-        return {"y": check_int_values(values, self.d).astype(np.int64)}
-
-    def validate_reports(self, reports: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from ..core.validation import check_int_values
-        if set(reports) != {"y"}:
-            raise ValidationError("reports must have exactly the field 'y'", parameter="reports")
-        return {"y": check_int_values(reports["y"], self.d, "y")}
-
-    def aggregate(self, reports: dict[str, np.ndarray]) -> np.ndarray:
-        return np.bincount(reports["y"], minlength=self.d).astype(np.int64)
-
-    def estimate(self, statistic: np.ndarray, n: int) -> Estimate:
-        return Estimate(np.asarray(statistic, dtype=float) / max(n, 1), np.zeros(self.d), n,
-                        PrivacyStatement(math.inf, 0.0, "local", note="test identity encoder: no privacy"))
-
-
-class CentralHistogramEncoder(IdentityTestEncoder):
-    """Central mode: clients send their exact value (sealed to the analyzer, shuffled); the
-    analyzer is the trusted curator and releases histogram counts with exact discrete Laplace
-    noise per query (``shuffledp.central``), debiting the task's query budget. No local privacy.
-    """
-
-    name = "central_histogram"
-
-    def estimate(self, statistic: np.ndarray, n: int) -> Estimate:  # exact (un-noised): never released
-        return Estimate(np.asarray(statistic, dtype=float) / max(n, 1), np.zeros(self.d), n,
-                        PrivacyStatement(math.inf, 0.0, "central", note="exact aggregate (internal)"))
 
 
 #: Frequency oracles with a public hash family drawn from ``params.hash_seed`` (unbiased over that draw).
@@ -186,11 +140,11 @@ def _build_mechanism(spec: dict) -> Any:
         if name != "histogram":
             raise ValidationError(f"unknown central-mode mechanism {name!r} (use 'histogram')",
                                   parameter="mechanism.name")
-        return CentralHistogramEncoder(d())
+        return ExactHistogramInput(d(), model="central")
     if kind == "test":
         if name != "test_identity":
             raise ValidationError(f"unknown test mechanism {name!r}", parameter="mechanism.name")
-        return IdentityTestEncoder(d())
+        return ExactHistogramInput(d(), model="none")
     raise ValidationError(f"mechanism.kind must be 'frequency', 'mean' or 'test', got {kind!r}",
                           parameter="mechanism.kind")
 
@@ -396,7 +350,7 @@ class TaskConfig:
         not replayed): envelopes that fail any check hide nobody. Below the task's
         ``min_batch_size`` no amplification is claimed: the statement is the local guarantee eps0.
         """
-        from .oracle_privacy import central_epsilon
+        from ..accounting.shuffle import shuffled_batch_epsilon as central_epsilon
 
         delta = float(self.target_central["delta"])
         if n < self.min_batch_size:
@@ -439,7 +393,8 @@ def create_task_config(*, name: str, mechanism: dict | None = None, target_centr
       max_reports_per_window`` reports one user may have in a single window give, by group
       privacy, ``(k eps_c, k e^{(k-1) eps_c} delta)`` with a delta >= 1 (no guarantee).
     """
-    from .oracle_privacy import group_bound, min_batch_size
+    from ..accounting.composition import group_privacy_or_none as group_bound
+    from ..accounting.shuffle import min_batch_for_target as min_batch_size
 
     _check(isinstance(name, str) and 0 < len(name) <= 200, "name must be a non-empty string (<= 200 chars)", "name")
     _check((mechanism is None) != (protocol is None), "a task names exactly one of protocol (a registry protocol) "
@@ -483,9 +438,7 @@ def create_task_config(*, name: str, mechanism: dict | None = None, target_centr
                f"max_reports_per_window, eps_c or delta", "client_policy.max_reports_per_window")
     central_mode = _central_mode_field(central_mode, central)
     drop_noise = _drop_noise_field(drop_noise)
-    probe_value = 0.0 if mechanism.get("kind") == "mean" else 0
-    probe = mech.randomize(np.asarray([probe_value]), np.random.default_rng(0))  # layout only, never sent
-    schema = PlaintextSchema.from_reports(probe)
+    schema = PlaintextSchema(tuple(mech.report_schema()))   # the mechanism's declared report layout
     check_envelope_fits(schema.length)
     return TaskConfig(name=name, mechanism=dict(mechanism), report_schema=schema,
                       target_central={"eps": eps_c, "delta": delta}, min_batch_size=int(n_min),
