@@ -150,6 +150,9 @@ def _build_mechanism(spec: dict) -> Any:
 
 
 _PROTOCOLS: dict[bytes, Any] = {}
+#: mechanisms the analyzer shares (TaskConfig.mechanism_object(shared=True)), at most _MAX_BUILT
+_MECHANISMS: dict[bytes, Any] = {}
+_MAX_BUILT = 256
 PROTOCOL_SPEC_FIELDS = frozenset({"name", "epsilon", "delta", "n", "params"})
 
 
@@ -321,8 +324,23 @@ class TaskConfig:
     def envelope_len(self) -> int:
         return envelope_len(self.report_schema.length)
 
-    def mechanism_object(self) -> Any:
-        return build_mechanism(self.mechanism)
+    def mechanism_object(self, shared: bool = False) -> Any:
+        """The task's local mechanism (see :func:`build_mechanism`).
+
+        ``shared=True`` (the analyzer: validate, aggregate, estimate) reuses one object per
+        configuration; a client gets a fresh one, since a mechanism may keep client state (RAPPOR's
+        memoized permanent answers) that must never be shared between clients.
+        """
+        if not shared:
+            return build_mechanism(self.mechanism)
+        key = canonical_json(self.mechanism)
+        m = _MECHANISMS.get(key)
+        if m is None:
+            m = build_mechanism(self.mechanism)
+            if len(_MECHANISMS) >= _MAX_BUILT:
+                _MECHANISMS.pop(next(iter(_MECHANISMS)))
+            _MECHANISMS[key] = m
+        return m
 
     def protocol_object(self) -> Any:
         """The task's registry protocol (built once per configuration and process)."""
