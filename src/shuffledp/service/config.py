@@ -411,56 +411,60 @@ def create_task_config(*, name: str, mechanism: dict | None = None, target_centr
       max_reports_per_window`` reports one user may have in a single window give, by group
       privacy, ``(k eps_c, k e^{(k-1) eps_c} delta)`` with a delta >= 1 (no guarantee).
     """
-    from ..accounting.composition import group_privacy_or_none as group_bound
-    from ..accounting.shuffle import min_batch_for_target as min_batch_size
-
     _check(isinstance(name, str) and 0 < len(name) <= 200, "name must be a non-empty string (<= 200 chars)", "name")
     _check((mechanism is None) != (protocol is None), "a task names exactly one of protocol (a registry protocol) "
            "and mechanism (a local oracle)", "protocol")
+    common = dict(time_precision=time_precision, batch_window=batch_window, max_wait_windows=max_wait_windows,
+                  tolerable_clock_skew=tolerable_clock_skew, crowds=crowds,
+                  min_batch_size_floor=min_batch_size_floor, honest_fraction=honest_fraction,
+                  client_policy=client_policy, retention_days=retention_days, task_id=task_id,
+                  min_time_precision=min_time_precision)
     if protocol is not None:
         return _create_protocol_task(name=name, protocol=protocol, target_central=target_central,
-                                     time_precision=time_precision, batch_window=batch_window,
-                                     max_wait_windows=max_wait_windows, tolerable_clock_skew=tolerable_clock_skew,
-                                     crowds=crowds, min_batch_size_floor=min_batch_size_floor,
-                                     honest_fraction=honest_fraction, client_policy=client_policy,
-                                     retention_days=retention_days, central_mode=central_mode,
-                                     drop_noise=drop_noise, task_id=task_id, min_time_precision=min_time_precision)
-    _check(target_central is not None, "a mechanism task needs target_central {eps, delta}", "target_central")
-    mechanism = _with_drawn_hash_seed(mechanism)
-    mech = build_mechanism(mechanism)  # validates registry name + parameters
-    mechanism = _with_pinned_choices(mechanism, mech)
-    common = _common_fields(time_precision=time_precision, batch_window=batch_window,
-                            max_wait_windows=max_wait_windows, tolerable_clock_skew=tolerable_clock_skew,
-                            crowds=crowds, min_batch_size_floor=min_batch_size_floor, honest_fraction=honest_fraction,
-                            client_policy=client_policy, retention_days=retention_days, task_id=task_id,
-                            min_time_precision=min_time_precision)
-    pol, honest_fraction, min_batch_size_floor = (common["client_policy"], common["honest_fraction"],
-                                                  common["min_batch_size_floor"])
+                                     central_mode=central_mode, drop_noise=drop_noise, **common)
+    return _create_mechanism_task(name=name, mechanism=mechanism, target_central=target_central,
+                                  central_mode=central_mode, drop_noise=drop_noise, common=_common_fields(**common))
+
+
+def _target_field(target_central: Any) -> tuple[float, float]:
     _check(isinstance(target_central, dict) and set(target_central) == {"eps", "delta"},
            "target_central must be an object with exactly the fields eps and delta", "target_central")
     eps_c = check_real(target_central["eps"], "target_central.eps", low=0.0, low_open=True)
     delta = check_real(target_central["delta"], "target_central.delta", low=0.0, high=1.0, low_open=True,
                        high_open=True)
+    return eps_c, delta
+
+
+def _create_mechanism_task(*, name: str, mechanism: Any, target_central: Any, central_mode: Any, drop_noise: Any,
+                           common: dict) -> TaskConfig:
+    """A task naming a local oracle (or a central-mode / test input): build it, pin its drawn and
+    chosen parameters, size its batches from the target (clone bound), lay out its reports."""
+    from ..accounting.composition import group_privacy_or_none
+    from ..accounting.shuffle import min_batch_for_target
+
+    _check(target_central is not None, "a mechanism task needs target_central {eps, delta}", "target_central")
+    mechanism = _with_drawn_hash_seed(mechanism)
+    mech = build_mechanism(mechanism)  # validates registry name + parameters
+    mechanism = _with_pinned_choices(mechanism, mech)
+    eps_c, delta = _target_field(target_central)
     test_only = mechanism.get("kind") == "test"
     central = mechanism.get("kind") == "central"
-    if test_only or central:
-        n_min = min_batch_size_floor
-    else:
-        n_min = max(min_batch_size_floor,
-                    math.ceil(min_batch_size(float(mech.epsilon), eps_c, delta) / honest_fraction))
-        k = pol.max_reports_per_window
-        _check(group_bound(eps_c, delta, k) is not None,
+    n_min = common["min_batch_size_floor"]
+    if not (test_only or central):
+        n_min = max(n_min, math.ceil(min_batch_for_target(float(mech.epsilon), eps_c, delta)
+                                     / common["honest_fraction"]))
+        k = common["client_policy"].max_reports_per_window
+        _check(group_privacy_or_none(eps_c, delta, k) is not None,
                f"client_policy.max_reports_per_window = {k} makes the target vacuous: by group privacy the "
                f"{k} reports one user may send in one window are only ({k} eps_c, {k} e^(({k}-1) eps_c) delta)"
                f"-DP at eps_c = {eps_c:g}, delta = {delta:g}, a delta >= 1 (no guarantee); lower "
                f"max_reports_per_window, eps_c or delta", "client_policy.max_reports_per_window")
-    central_mode = _central_mode_field(central_mode, central)
-    drop_noise = _drop_noise_field(drop_noise)
     schema = PlaintextSchema(tuple(mech.report_schema()))   # the mechanism's declared report layout
     check_envelope_fits(schema.length)
     return TaskConfig(name=name, mechanism=dict(mechanism), report_schema=schema,
                       target_central={"eps": eps_c, "delta": delta}, min_batch_size=int(n_min),
-                      test_only=test_only, central_mode=central_mode, drop_noise=drop_noise, **common)
+                      test_only=test_only, central_mode=_central_mode_field(central_mode, central),
+                      drop_noise=_drop_noise_field(drop_noise), **common)
 
 
 def _central_mode_field(central_mode: Any, central: bool) -> dict | None:
