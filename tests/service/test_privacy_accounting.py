@@ -17,7 +17,7 @@ from sqlalchemy import select
 
 from shuffledp.core.errors import ValidationError
 from shuffledp.core.privacy import round_up
-from shuffledp.service.oracle_privacy import central_epsilon
+from shuffledp.accounting.shuffle import shuffled_batch_epsilon as central_epsilon
 from shuffledp.service.analyzer import (AnalyzerState, _ledger_windows, estimates, ingest_batch,
                                         max_reports_per_user)
 from shuffledp.service.client import ConfigError, encode_reports, fetch_task, seal_many

@@ -18,6 +18,7 @@ from ..core.privacy import PrivacyStatement, round_up
 from ..core.validation import _is_real_scalar, check_delta, check_positive_int, check_probability, check_real
 
 __all__ = [
+    "group_privacy_or_none",
     "basic_composition",
     "parallel_composition",
     "advanced_composition",
@@ -212,5 +213,12 @@ def gaussian_epsilon_classic(delta: float, sigma: float, sensitivity: float = 1.
     return eps if eps < 1.0 else None
 
 
-
+def group_privacy_or_none(epsilon: float, delta: float, k: int) -> tuple[float, float] | None:
+    """``(k eps, k e^{(k-1) eps} delta)`` for ``k`` reports of one user (:func:`group_privacy`,
+    epsilon rounded up), or ``None`` when that delta is ``>= 1`` (no guarantee); ``epsilon`` may be
+    ``inf`` (then ``None`` unless ``delta = 0``)."""
+    if group_privacy_log_delta(epsilon, delta, k) >= 0:
+        return None
+    st = group_privacy((epsilon, delta), k)
+    return st.eps, st.delta
 

@@ -67,6 +67,7 @@ from ..core.privacy import PrivacyStatement, round_up
 from ..core.validation import check_delta, check_epsilon, check_positive_int
 
 __all__ = [
+    "shuffled_batch_epsilon", "min_batch_for_target",
     "METHODS",
     "shuffle_amplification",
     "shuffle_amplification_delta",
@@ -712,3 +713,46 @@ def shuffled_binary_rr_epsilon(eps0: float, n: int, delta: float, others_ones: i
     half = (n - 1) // 2
     configs = range(half + 1) if n <= 128 else sorted(set(np.linspace(0, half, 33).round().astype(int).tolist()))
     return max(ShuffledBinaryRR(eps0, n, k).epsilon(delta) for k in configs)
+
+
+def shuffled_batch_epsilon(eps0: float, n: int, delta: float) -> tuple[float, str]:
+    """eps_c of one shuffled batch of ``n`` eps0-LDP reports at ``delta``: ``(eps_c, how)``.
+
+    The numerical clone bound of Feldman, McMillan and Talwar (FOCS 2021; :func:`shuffle_amplification`,
+    ``method="clones"``), valid for every eps0-LDP randomizer (replace-one neighbouring). Outside
+    the bound's domain, or with no report, no amplification is claimed: ``eps_c = eps0`` (the
+    shuffled multiset is a post-processing of eps0-LDP reports). ``eps0 = inf`` (no local
+    randomizer) gives ``inf``.
+    """
+    if not math.isfinite(eps0):
+        return math.inf, "no local randomization (test mechanism): no privacy"
+    if n < 1:
+        return eps0, "no reports"
+    try:
+        eps = float(shuffle_amplification(eps0, n, delta, method="clones"))
+    except OutOfDomainError:
+        return eps0, "shuffledp.accounting: outside the bound's domain, no amplification claimed"
+    return min(eps, eps0), "shuffledp.accounting (clones)"
+
+
+def min_batch_for_target(eps0: float, eps_c: float, delta: float, n_max: int = 10**8) -> int:
+    """Smallest batch ``n`` with :func:`shuffled_batch_epsilon` ``<= eps_c``; ValidationError naming
+    ``target_central`` when unreachable (``n_max``: the operational cap on one batch)."""
+    if not (eps_c > 0 and 0 < delta < 1):
+        raise ValidationError(f"target central (eps, delta) must have eps > 0 and delta in (0, 1), got "
+                              f"({eps_c}, {delta})", parameter="target_central")
+    if eps0 <= eps_c:
+        return 1
+    if not math.isfinite(eps0):
+        raise ValidationError("a mechanism without local randomization cannot reach a central target",
+                              parameter="target_central")
+    try:
+        n = int(min_users_for(eps0, eps_c, delta, method="clones"))
+    except OutOfDomainError as e:
+        raise ValidationError(f"target eps_c={eps_c} at delta={delta} is unreachable from eps0={eps0}: {e}",
+                              parameter="target_central") from e
+    if n > n_max:
+        raise ValidationError(f"target eps_c={eps_c} at delta={delta} is unreachable from eps0={eps0} with "
+                              f"at most {n_max} reports per batch (needs {n})", parameter="target_central")
+    return n
+

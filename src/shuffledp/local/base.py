@@ -328,6 +328,29 @@ class LocalRandomizer(ABC, Generic[EstimateT]):
         """Check a report batch received from outside (fields, dtypes, ranges)."""
         return reports
 
+    def example_values(self, n: int = 1) -> np.ndarray:
+        """``n`` valid inputs (all zeros: item 0 of a frequency oracle, the value 0 of a mean oracle)."""
+        from ..core.validation import check_positive_int
+
+        return np.zeros(check_positive_int(n, "n"), dtype=np.int64)
+
+    def report_schema(self) -> tuple[tuple[str, str, tuple[int, ...]], ...]:
+        """The fixed layout of one report: ``(column, little-endian dtype, row shape)`` per column.
+
+        Sorted by column name. A report's layout is a function of the mechanism's parameters,
+        never of the input (``randomize`` draws dtypes and shapes from ``d``, ``epsilon`` and the
+        knobs; a layout that varied with the input would itself leak it), so it is read off the
+        reports of :meth:`example_values`; tests check it against reports of every input for each
+        registry oracle. Deployments seal reports in this layout and refuse any other.
+        """
+        cached = self.__dict__.get("_report_schema")
+        if cached is None:
+            reports = self.randomize(self.example_values(1), np.random.default_rng(0))
+            cached = tuple((k, np.asarray(v).dtype.newbyteorder("<").str, tuple(int(s) for s in np.shape(v)[1:]))
+                           for k, v in sorted(reports.items()))
+            self.__dict__["_report_schema"] = cached
+        return cached
+
     def run(self, values: Any, rng: np.random.Generator | int | None = None) -> EstimateT:
         """Convenience: randomize, aggregate and estimate in one call (simulation)."""
         reports = self.randomize(values, rng)
@@ -476,6 +499,13 @@ class MeanOracle(LocalRandomizer[Estimate]):
 
     def _check_batch_fits(self, values: Any) -> None:
         """Mean oracles' reports are O(dim) per user: no plan needed."""
+
+    def example_values(self, n: int = 1) -> np.ndarray:
+        """``n`` valid inputs: the value 0 (in every coordinate when ``dim > 1``)."""
+        from ..core.validation import check_positive_int
+
+        n = check_positive_int(n, "n")
+        return np.zeros(n if self.dim == 1 else (n, self.dim), dtype=np.float64)
 
     def _check_value(self, value: Any) -> np.ndarray:
         """``value`` of :meth:`variance`: the true mean(s), finite, in [-1, 1]."""

@@ -46,7 +46,8 @@ from ..core.errors import ValidationError
 from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
 from ..local.base import take_reports
-from .oracle_privacy import group_bound, group_log_delta
+from ..accounting.composition import group_privacy_log_delta as group_log_delta
+from ..accounting.composition import group_privacy_or_none as group_bound
 from .config import MIN_TIME_PRECISION, TASK_FIELDS, TaskConfig, create_task_config
 from .dashboard import install_dashboard
 from .hpke import AEAD_AES_128_GCM, AEAD_CHACHA20_POLY1305, KDF_HKDF_SHA256, generate_key_pair
@@ -354,7 +355,7 @@ def ingest_batch(state: AnalyzerState, task_id: bytes, bid: bytes, body: bytes) 
     # decrypt outside any transaction (CPU-bound); one HPKE context per report, the report-independent
     # parts computed once per batch (wire.open_reports)
     reports, ids, times, counts = _open_batch(state, cfg, b)
-    mech = cfg.mechanism_object()
+    mech = cfg.mechanism_object(shared=True)
     valid = _check_messages(cfg, b.window, mech, reports, ids, times, counts)
 
     with state.write_lock, state.engine.begin() as c:
@@ -721,7 +722,7 @@ def estimates(state: AnalyzerState, task_id: bytes, crowd: bytes | None = None, 
         return protocol_estimates(cfg, rows, ledger, level)
     stat = sum(np.frombuffer(r.statistic, dtype=r.dtype).reshape(json.loads(r.shape)) for r in rows)
     n = int(sum(r.n for r in rows))
-    mech = cfg.mechanism_object()
+    mech = cfg.mechanism_object(shared=True)
     est = mech.estimate(stat, n)
     st, per_cw = compose_over_client_windows(
         cfg, [(_ledger_windows(cfg, r), math.inf if r.eps_central < 0 else r.eps_central, r.delta) for r in ledger],

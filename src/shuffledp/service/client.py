@@ -109,7 +109,7 @@ def _check_min_batch_size(cfg: TaskConfig) -> None:
         return   # no amplification claimed: the floor is the threshold (checked above)
     import math
 
-    from .oracle_privacy import min_batch_size
+    from ..accounting.shuffle import min_batch_for_target as min_batch_size
     try:
         need = min_batch_size(float(cfg.eps_local), float(cfg.target_central["eps"]),
                               float(cfg.target_central["delta"]))

@@ -11,18 +11,18 @@ import hashlib
 import json
 import math
 import secrets
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
 from ..core.errors import ValidationError
-from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
+from ..central.curator_input import ExactHistogramInput
 from ..core.validation import check_real
 from .wire import MAX_CROWD_LEN, PlaintextSchema, check_envelope_fits, envelope_len
 
-__all__ = ["TaskConfig", "ClientPolicy", "build_mechanism", "create_task_config", "IdentityTestEncoder",
+__all__ = ["TaskConfig", "ClientPolicy", "build_mechanism", "create_task_config",
            "canonical_json", "TASK_FIELDS", "MIN_TIME_PRECISION"]
 
 #: Smallest ``time_precision`` (seconds) a deployment accepts by default. Each report carries its
@@ -39,7 +39,7 @@ MAX_CLOCK_SKEW = 7 * 86400              # seconds (one week)
 MAX_WAIT_WINDOWS = 100
 MAX_RETENTION_DAYS = 3650
 MAX_REPORTS_CAP = 10**6                 # client_policy caps
-MAX_BATCH_FLOOR = 10**8                 # = oracle_privacy.min_batch_size's n_max
+MAX_BATCH_FLOOR = 10**8                 # = accounting.shuffle.min_batch_for_target's n_max
 MAX_DOMAIN = 2**31 - 1                  # mechanism params.d
 
 #: The fields a task creation request may carry (``POST /v1/tasks``); the task id is chosen by the
@@ -58,52 +58,6 @@ def _int_field(v: Any, param: str, lo: int, hi: int) -> int:
 
 def canonical_json(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
-
-
-class IdentityTestEncoder:
-    """TEST ONLY: reports the input unchanged (no privacy). Used for exactly-once tests.
-
-    Each simulated client sends a unique value, so the aggregated histogram is all ones iff
-    every acknowledged report was counted exactly once (0 = loss, 2 = double count).
-    """
-
-    name = "test_identity"
-    epsilon = math.inf
-
-    def __init__(self, d: int) -> None:
-        if not isinstance(d, int) or d < 1:
-            raise ValidationError(f"d must be an int >= 1, got {d!r}", parameter="d")
-        self.d = d
-
-    def randomize(self, values: Any, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        from ..core.validation import check_int_values
-        return {"y": check_int_values(values, self.d).astype(np.int64)}
-
-    def validate_reports(self, reports: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from ..core.validation import check_int_values
-        if set(reports) != {"y"}:
-            raise ValidationError("reports must have exactly the field 'y'", parameter="reports")
-        return {"y": check_int_values(reports["y"], self.d, "y")}
-
-    def aggregate(self, reports: dict[str, np.ndarray]) -> np.ndarray:
-        return np.bincount(reports["y"], minlength=self.d).astype(np.int64)
-
-    def estimate(self, statistic: np.ndarray, n: int) -> Estimate:
-        return Estimate(np.asarray(statistic, dtype=float) / max(n, 1), np.zeros(self.d), n,
-                        PrivacyStatement(math.inf, 0.0, "local", note="test identity encoder: no privacy"))
-
-
-class CentralHistogramEncoder(IdentityTestEncoder):
-    """Central mode: clients send their exact value (sealed to the analyzer, shuffled); the
-    analyzer is the trusted curator and releases histogram counts with exact discrete Laplace
-    noise per query (``shuffledp.central``), debiting the task's query budget. No local privacy.
-    """
-
-    name = "central_histogram"
-
-    def estimate(self, statistic: np.ndarray, n: int) -> Estimate:  # exact (un-noised): never released
-        return Estimate(np.asarray(statistic, dtype=float) / max(n, 1), np.zeros(self.d), n,
-                        PrivacyStatement(math.inf, 0.0, "central", note="exact aggregate (internal)"))
 
 
 #: Frequency oracles with a public hash family drawn from ``params.hash_seed`` (unbiased over that draw).
@@ -186,16 +140,19 @@ def _build_mechanism(spec: dict) -> Any:
         if name != "histogram":
             raise ValidationError(f"unknown central-mode mechanism {name!r} (use 'histogram')",
                                   parameter="mechanism.name")
-        return CentralHistogramEncoder(d())
+        return ExactHistogramInput(d(), model="central")
     if kind == "test":
         if name != "test_identity":
             raise ValidationError(f"unknown test mechanism {name!r}", parameter="mechanism.name")
-        return IdentityTestEncoder(d())
+        return ExactHistogramInput(d(), model="none")
     raise ValidationError(f"mechanism.kind must be 'frequency', 'mean' or 'test', got {kind!r}",
                           parameter="mechanism.kind")
 
 
 _PROTOCOLS: dict[bytes, Any] = {}
+#: mechanisms the analyzer shares (TaskConfig.mechanism_object(shared=True)), at most _MAX_BUILT
+_MECHANISMS: dict[bytes, Any] = {}
+_MAX_BUILT = 256
 PROTOCOL_SPEC_FIELDS = frozenset({"name", "epsilon", "delta", "n", "params"})
 
 
@@ -367,8 +324,23 @@ class TaskConfig:
     def envelope_len(self) -> int:
         return envelope_len(self.report_schema.length)
 
-    def mechanism_object(self) -> Any:
-        return build_mechanism(self.mechanism)
+    def mechanism_object(self, shared: bool = False) -> Any:
+        """The task's local mechanism (see :func:`build_mechanism`).
+
+        ``shared=True`` (the analyzer: validate, aggregate, estimate) reuses one object per
+        configuration; a client gets a fresh one, since a mechanism may keep client state (RAPPOR's
+        memoized permanent answers) that must never be shared between clients.
+        """
+        if not shared:
+            return build_mechanism(self.mechanism)
+        key = canonical_json(self.mechanism)
+        m = _MECHANISMS.get(key)
+        if m is None:
+            m = build_mechanism(self.mechanism)
+            if len(_MECHANISMS) >= _MAX_BUILT:
+                _MECHANISMS.pop(next(iter(_MECHANISMS)))
+            _MECHANISMS[key] = m
+        return m
 
     def protocol_object(self) -> Any:
         """The task's registry protocol (built once per configuration and process)."""
@@ -396,7 +368,7 @@ class TaskConfig:
         not replayed): envelopes that fail any check hide nobody. Below the task's
         ``min_batch_size`` no amplification is claimed: the statement is the local guarantee eps0.
         """
-        from .oracle_privacy import central_epsilon
+        from ..accounting.shuffle import shuffled_batch_epsilon as central_epsilon
 
         delta = float(self.target_central["delta"])
         if n < self.min_batch_size:
@@ -439,57 +411,60 @@ def create_task_config(*, name: str, mechanism: dict | None = None, target_centr
       max_reports_per_window`` reports one user may have in a single window give, by group
       privacy, ``(k eps_c, k e^{(k-1) eps_c} delta)`` with a delta >= 1 (no guarantee).
     """
-    from .oracle_privacy import group_bound, min_batch_size
-
     _check(isinstance(name, str) and 0 < len(name) <= 200, "name must be a non-empty string (<= 200 chars)", "name")
     _check((mechanism is None) != (protocol is None), "a task names exactly one of protocol (a registry protocol) "
            "and mechanism (a local oracle)", "protocol")
+    common = dict(time_precision=time_precision, batch_window=batch_window, max_wait_windows=max_wait_windows,
+                  tolerable_clock_skew=tolerable_clock_skew, crowds=crowds,
+                  min_batch_size_floor=min_batch_size_floor, honest_fraction=honest_fraction,
+                  client_policy=client_policy, retention_days=retention_days, task_id=task_id,
+                  min_time_precision=min_time_precision)
     if protocol is not None:
         return _create_protocol_task(name=name, protocol=protocol, target_central=target_central,
-                                     time_precision=time_precision, batch_window=batch_window,
-                                     max_wait_windows=max_wait_windows, tolerable_clock_skew=tolerable_clock_skew,
-                                     crowds=crowds, min_batch_size_floor=min_batch_size_floor,
-                                     honest_fraction=honest_fraction, client_policy=client_policy,
-                                     retention_days=retention_days, central_mode=central_mode,
-                                     drop_noise=drop_noise, task_id=task_id, min_time_precision=min_time_precision)
-    _check(target_central is not None, "a mechanism task needs target_central {eps, delta}", "target_central")
-    mechanism = _with_drawn_hash_seed(mechanism)
-    mech = build_mechanism(mechanism)  # validates registry name + parameters
-    mechanism = _with_pinned_choices(mechanism, mech)
-    common = _common_fields(time_precision=time_precision, batch_window=batch_window,
-                            max_wait_windows=max_wait_windows, tolerable_clock_skew=tolerable_clock_skew,
-                            crowds=crowds, min_batch_size_floor=min_batch_size_floor, honest_fraction=honest_fraction,
-                            client_policy=client_policy, retention_days=retention_days, task_id=task_id,
-                            min_time_precision=min_time_precision)
-    pol, honest_fraction, min_batch_size_floor = (common["client_policy"], common["honest_fraction"],
-                                                  common["min_batch_size_floor"])
+                                     central_mode=central_mode, drop_noise=drop_noise, **common)
+    return _create_mechanism_task(name=name, mechanism=mechanism, target_central=target_central,
+                                  central_mode=central_mode, drop_noise=drop_noise, common=_common_fields(**common))
+
+
+def _target_field(target_central: Any) -> tuple[float, float]:
     _check(isinstance(target_central, dict) and set(target_central) == {"eps", "delta"},
            "target_central must be an object with exactly the fields eps and delta", "target_central")
     eps_c = check_real(target_central["eps"], "target_central.eps", low=0.0, low_open=True)
     delta = check_real(target_central["delta"], "target_central.delta", low=0.0, high=1.0, low_open=True,
                        high_open=True)
+    return eps_c, delta
+
+
+def _create_mechanism_task(*, name: str, mechanism: Any, target_central: Any, central_mode: Any, drop_noise: Any,
+                           common: dict) -> TaskConfig:
+    """A task naming a local oracle (or a central-mode / test input): build it, pin its drawn and
+    chosen parameters, size its batches from the target (clone bound), lay out its reports."""
+    from ..accounting.composition import group_privacy_or_none
+    from ..accounting.shuffle import min_batch_for_target
+
+    _check(target_central is not None, "a mechanism task needs target_central {eps, delta}", "target_central")
+    mechanism = _with_drawn_hash_seed(mechanism)
+    mech = build_mechanism(mechanism)  # validates registry name + parameters
+    mechanism = _with_pinned_choices(mechanism, mech)
+    eps_c, delta = _target_field(target_central)
     test_only = mechanism.get("kind") == "test"
     central = mechanism.get("kind") == "central"
-    if test_only or central:
-        n_min = min_batch_size_floor
-    else:
-        n_min = max(min_batch_size_floor,
-                    math.ceil(min_batch_size(float(mech.epsilon), eps_c, delta) / honest_fraction))
-        k = pol.max_reports_per_window
-        _check(group_bound(eps_c, delta, k) is not None,
+    n_min = common["min_batch_size_floor"]
+    if not (test_only or central):
+        n_min = max(n_min, math.ceil(min_batch_for_target(float(mech.epsilon), eps_c, delta)
+                                     / common["honest_fraction"]))
+        k = common["client_policy"].max_reports_per_window
+        _check(group_privacy_or_none(eps_c, delta, k) is not None,
                f"client_policy.max_reports_per_window = {k} makes the target vacuous: by group privacy the "
                f"{k} reports one user may send in one window are only ({k} eps_c, {k} e^(({k}-1) eps_c) delta)"
                f"-DP at eps_c = {eps_c:g}, delta = {delta:g}, a delta >= 1 (no guarantee); lower "
                f"max_reports_per_window, eps_c or delta", "client_policy.max_reports_per_window")
-    central_mode = _central_mode_field(central_mode, central)
-    drop_noise = _drop_noise_field(drop_noise)
-    probe_value = 0.0 if mechanism.get("kind") == "mean" else 0
-    probe = mech.randomize(np.asarray([probe_value]), np.random.default_rng(0))  # layout only, never sent
-    schema = PlaintextSchema.from_reports(probe)
+    schema = PlaintextSchema(tuple(mech.report_schema()))   # the mechanism's declared report layout
     check_envelope_fits(schema.length)
     return TaskConfig(name=name, mechanism=dict(mechanism), report_schema=schema,
                       target_central={"eps": eps_c, "delta": delta}, min_batch_size=int(n_min),
-                      test_only=test_only, central_mode=central_mode, drop_noise=drop_noise, **common)
+                      test_only=test_only, central_mode=_central_mode_field(central_mode, central),
+                      drop_noise=_drop_noise_field(drop_noise), **common)
 
 
 def _central_mode_field(central_mode: Any, central: bool) -> dict | None:
