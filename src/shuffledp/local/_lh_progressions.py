@@ -63,6 +63,8 @@ MAX_TABLE_PRIME = 1 << 23
 _DENSE_FACTOR = 3
 #: Cells per chunk (bounds the temporary memory to a few times 8 * _CELLS bytes).
 _CELLS = 1 << 22
+#: Cells per chunk of the enumerated path (its temporaries stay in the L2 cache).
+_SCATTER_CELLS = 1 << 18
 
 
 def _prime_factors(m: int) -> list[int]:
@@ -158,19 +160,27 @@ def support_counts_progressions(a: np.ndarray, b: np.ndarray, y: np.ndarray, pri
     if dense.any():
         counts += _dense_groups(a[dense], j0[dense], sizes[dense], off[dense], logs2, P, span)
     sparse = ~dense
+    # enumerated reports: j = 0 mod P reads L = 0 (lands at off); those hits are moved to item 0
+    # below, so the scatter target is [0, 2 order) only (it stays in the L2 cache longer)
+    logs2z = np.where(logs2 == 2 * order, 0, logs2)
+    near = np.zeros(2 * order, dtype=np.int64)
     for c in np.unique(sizes[sparse]):  # at most two distinct support sizes
         c = int(c)
         if c == 0:
             continue
         sel = sparse & (sizes == c)
         j0c, offc = j0[sel], off[sel]
-        windows = np.lib.stride_tricks.sliding_window_view(logs2, c)
-        step = max(1, _CELLS // c)
-        for lo in range(0, j0c.size, step):  # chunks of reports, bounded memory
+        windows = np.lib.stride_tricks.sliding_window_view(logs2z, c)
+        step = max(1, _SCATTER_CELLS // c)
+        for lo in range(0, j0c.size, step):  # cache-sized chunks of reports
             hi = min(j0c.size, lo + step)
             block = windows[j0c[lo:hi]]  # row u: L(j0_u + t), t < c (a copy of contiguous slices)
             block += offc[lo:hi, None]
-            np.add.at(counts, block.ravel(), 1)
+            np.add.at(near, block.ravel(), 1)
+        hits = (P - j0c) % P < c  # t = -j0 mod P < c: the report supports item 0 once
+        near -= np.bincount(offc[hits], minlength=2 * order)
+        counts[2 * order] += int(hits.sum())
+    counts[:2 * order] += near
     folded = counts[:order] + counts[order:2 * order]
     out = np.empty(d, dtype=np.int64)
     out[0] = counts[2 * order:].sum()

@@ -50,6 +50,7 @@ from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
 from ..core.validation import check_domain_size, check_epsilon, check_int_values, check_positive_int
 from .base import FrequencyOracle, Reports, check_n, smallest_variance
+from ._lh_torch import resolve_device, support_counts_torch
 from ._lh_progressions import MAX_TABLE_PRIME, progression_cost, support_counts_progressions
 from .bits import UNIFORM_PRECISION, calibrate_probability
 
@@ -136,12 +137,21 @@ class LocalHashing(FrequencyOracle):
         Number of hash buckets, >= 2.
     prime : int, optional
         The field size ``P``: a prime with ``d <= P <= 2^31 - 1``; default the smallest prime >= d.
+    device : str, optional
+        Where :meth:`aggregate` counts: ``'cpu'`` (numpy, default), ``'torch-cpu'`` (PyTorch on CPU
+        tensors) or ``'cuda'`` / ``'cuda:N'`` (PyTorch on a GPU; needs the ``gpu`` extra). All give
+        the same integers. A CUDA device that is not available is a ``ValidationError``.
+    device_fallback : bool, optional
+        With an unavailable CUDA device, count on the CPU (numpy) instead of raising.
     """
 
     name = "lh"
 
-    def __init__(self, epsilon: float, d: int, g: int, prime: int | None = None) -> None:
+    def __init__(self, epsilon: float, d: int, g: int, prime: int | None = None, device: str = "cpu",
+                 device_fallback: bool = False) -> None:
         super().__init__(epsilon, d)
+        #: where :meth:`aggregate` counts: 'cpu' (numpy), 'torch-cpu' or 'cuda[:N]' (PyTorch)
+        self.device = resolve_device(device, bool(device_fallback))
         if self.d > MAX_PRIME:
             raise ValidationError(f"d must be <= {MAX_PRIME} for local hashing, got {self.d}", parameter="d")
         self.g = check_positive_int(g, "g", minimum=2)
@@ -222,6 +232,8 @@ class LocalHashing(FrequencyOracle):
         y = np.asarray(reports["y"]).astype(np.int64, copy=False)
         n = s.shape[0]
         P, d = self.prime, self.d
+        if self.device != "cpu" and 3 <= P <= MAX_TABLE_PRIME:
+            return support_counts_torch(s, y, P, self.g, d, self.device)
         groups = min(n, P - 1)
         grouped = groups * (P + d) + n
         direct = 4 * n * d
@@ -355,7 +367,8 @@ class LocalHashing(FrequencyOracle):
         return out
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(epsilon={self.epsilon:g}, d={self.d}, g={self.g}, prime={self.prime})"
+        dev = "" if self.device == "cpu" else f", device={self.device!r}"
+        return f"{type(self).__name__}(epsilon={self.epsilon:g}, d={self.d}, g={self.g}, prime={self.prime}{dev})"
 
 
 class BinaryLocalHashing(LocalHashing):
@@ -368,8 +381,9 @@ class BinaryLocalHashing(LocalHashing):
 
     name = "blh"
 
-    def __init__(self, epsilon: float, d: int, prime: int | None = None) -> None:
-        super().__init__(epsilon, d, 2, prime)
+    def __init__(self, epsilon: float, d: int, prime: int | None = None, device: str = "cpu",
+                 device_fallback: bool = False) -> None:
+        super().__init__(epsilon, d, 2, prime, device, device_fallback)
 
 
 class OptimizedLocalHashing(LocalHashing):
@@ -390,12 +404,13 @@ class OptimizedLocalHashing(LocalHashing):
 
     name = "olh"
 
-    def __init__(self, epsilon: float, d: int, g: int | None = None, prime: int | None = None) -> None:
+    def __init__(self, epsilon: float, d: int, g: int | None = None, prime: int | None = None,
+                 device: str = "cpu", device_fallback: bool = False) -> None:
         #: whether ``g`` was chosen by the mechanism (``g=None``) rather than given
         self.g_chosen = g is None
         if g is None:
             g = self.best_g(epsilon, d, prime)
-        super().__init__(epsilon, d, g, prime)
+        super().__init__(epsilon, d, g, prime, device, device_fallback)
 
     @staticmethod
     def best_g(epsilon: float, d: int, prime: int | None = None) -> int:
