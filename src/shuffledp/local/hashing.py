@@ -237,7 +237,7 @@ class LocalHashing(FrequencyOracle):
         groups = min(n, P - 1)
         grouped = groups * (P + d) + n
         direct = 4 * n * d
-        if P <= MAX_TABLE_PRIME and 4 * progression_cost(n, P, self.g) < min(grouped, direct):
+        if P <= MAX_TABLE_PRIME and progression_cost(n, P, self.g) < min(grouped, direct):
             return self.support_counts_progressions({"seed": s, "y": y})
         if grouped <= direct:
             return self._support_grouped(s, y)
