@@ -109,11 +109,19 @@ def support_counts_torch(seeds: np.ndarray, y: np.ndarray, prime: int, g: int, d
             continue
         sel = sparse & (sizes == c)
         j0c, offc = j0[sel], off[sel]
-        windows = logs2.unfold(0, c, 1)  # row j: L(j + t), t < c (a view)
-        step = max(1, max_cells // c)
+        ramp = torch.arange(c, dtype=torch.int64, device=dev)
+        step = max(1, min(j0c.numel(), max_cells // c))
+        one = torch.ones(1, dtype=torch.int64, device=dev).expand(step * c)
+        where = torch.empty((step, c), dtype=torch.int64, device=dev)  # buffers reused by every chunk
+        block = torch.empty(step * c, dtype=torch.int64, device=dev)
         for lo in range(0, j0c.numel(), step):  # chunks of reports
-            block = windows[j0c[lo:lo + step]] + offc[lo:lo + step, None]
-            counts += torch.bincount(block.reshape(-1), minlength=span)
+            k = min(step, j0c.numel() - lo)
+            # row u: L(j0_u + t) + off_u, t < c (a flat gather; index_add_ of ones is exact)
+            torch.add(j0c[lo:lo + k, None], ramp, out=where[:k])
+            got = block[:k * c]
+            torch.index_select(logs2, 0, where[:k].view(-1), out=got)
+            got.view(k, c).add_(offc[lo:lo + k, None])
+            counts.index_add_(0, got, one[:k * c])
     folded = counts[:order] + counts[order:2 * order]
     out = torch.empty(d, dtype=torch.int64, device=dev)
     out[0] = counts[2 * order:].sum()
