@@ -11,7 +11,7 @@ the support counts of one batch of reports, best of ``--reps``:
 - ``progressions``: :meth:`LocalHashing.support_counts_progressions` (numpy);
 - ``torch-cpu`` (and ``cuda`` when a GPU is visible): the PyTorch backend.
 
-A run predicted (from a 2,000-report pilot and each method's cell model) to exceed ``--budget``
+A run predicted (from a pilot of min(2,000, 2^27 / d) reports and each method's cell model) to exceed ``--budget``
 seconds is timed on the largest subsample that fits and scaled by the cell model; such entries
 are marked ``~``. Every measured pair of methods is checked to agree bit for bit on the reports it
 timed. Prints a Markdown table and the load average (the numbers are only comparable within one
@@ -87,7 +87,7 @@ def main() -> None:
             n = int(nf)
             row, results, times = [], {}, {}
             for name, (fn, cells) in methods.items():
-                pilot_n = min(n, 2000)
+                pilot_n = min(n, 2000, max(100, (1 << 27) // d))
                 pilot = {"seed": full["seed"][:pilot_n], "y": full["y"][:pilot_n]}
                 t = time.perf_counter()
                 fn(m, pilot)
