@@ -54,10 +54,17 @@ def test_dense_multiplier_groups_equal_direct(d, g, n, rng):
     np.testing.assert_array_equal(m.support_counts_progressions(r), m.support_counts_direct(r))
 
 
-def test_large_domain_aggregate_uses_progressions_and_matches_direct(rng):
+def test_large_domain_aggregate_uses_progressions_and_matches_direct(rng, monkeypatch):
     m = OptimizedLocalHashing(1.0, 65536)
     r = m.randomize(rng.integers(0, m.d, 300), rng)
-    got = m.aggregate(r)
+
+    def refuse(*a, **k):
+        raise AssertionError("aggregate at d = 65,536 must use the progression method")
+
+    with monkeypatch.context() as mp:
+        mp.setattr(m, "_support_grouped", refuse)
+        mp.setattr(m, "support_counts_direct", refuse)
+        got = m.aggregate(r)
     np.testing.assert_array_equal(got, m.support_counts_direct(r))
     np.testing.assert_array_equal(got, m.support_counts_progressions(r))
 
