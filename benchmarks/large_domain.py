@@ -92,7 +92,6 @@ def main() -> None:
                 t = time.perf_counter()
                 fn(m, pilot)
                 tp = max(time.perf_counter() - t, 1e-4)
-                scale = cells(n, P, d, g) / cells(pilot_n, P, d, g)
                 sub = n
                 while sub > pilot_n and tp * cells(sub, P, d, g) / cells(pilot_n, P, d, g) > args.budget:
                     sub //= 2
@@ -111,7 +110,6 @@ def main() -> None:
                     est = best * cells(n, P, d, g) / cells(sub, P, d, g)
                     times[name] = est
                     row.append(f"~{est:.1f} (n={sub})")
-                del scale
             for name, (sub, out) in results.items():  # bit-identity on the common subsample
                 if name == names[0]:
                     continue

@@ -194,7 +194,6 @@ def support_counts_progressions(a: np.ndarray, b: np.ndarray, y: np.ndarray, pri
 def _dense_groups(a: np.ndarray, j0: np.ndarray, sizes: np.ndarray, off: np.ndarray, logs2: np.ndarray,
                   P: int, span: int) -> np.ndarray:
     """Log-coordinate counts of reports in heavy multiplier groups, via coverage functions."""
-    order = P - 1
     ua, inv = np.unique(a, return_inverse=True)
     group_off = np.empty(ua.size, dtype=np.int64)
     group_off[inv] = off
