@@ -11,7 +11,8 @@
    included; report generation excluded), and the numpy CPU time of the progression method on a
    ``--cpu-n`` subsample for scale.
 
-Prints a Markdown block to paste into docs/large-domain.md with the device name.
+Prints a Markdown block to paste into docs/large-domain.md with the device name. ``--device
+torch-cpu --small`` is a dry run of the script on CPU tensors (no GPU needed).
 """
 
 from __future__ import annotations
@@ -34,19 +35,30 @@ def main() -> int:
     ap.add_argument("--cells", type=int, default=26, help="log2 of the device cell budget per temporary")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--cpu-n", type=float, default=1e5)
+    ap.add_argument("--device", default="cuda", help="cuda (default) or torch-cpu (a dry run of this script)")
+    ap.add_argument("--small", action="store_true", help="check only the cases with d * n <= 10^8")
     args = ap.parse_args()
     import torch
 
-    if not torch.cuda.is_available():
+    dev = args.device
+    if dev.startswith("cuda") and not torch.cuda.is_available():
         print("no CUDA device visible to PyTorch: nothing to check", file=sys.stderr)
         return 2
-    dev = "cuda"
-    print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}")
+    on_gpu = dev.startswith("cuda")
+    name = torch.cuda.get_device_name(0) if on_gpu else "CPU tensors"
+
+    def sync() -> None:
+        if on_gpu:
+            torch.cuda.synchronize()
+
+    print(f"device: {name}; torch {torch.__version__}")
     rng = np.random.default_rng(20261126)
     failures = 0
     for cls, d, n in [(OptimizedLocalHashing, 1000, 3000), (BinaryLocalHashing, 997, 20000),
                       (OptimizedLocalHashing, 1024, 10**6), (OptimizedLocalHashing, 65536, 20000),
                       (OptimizedLocalHashing, 65536, 10**6), (BinaryLocalHashing, 2**20, 5000)]:
+        if args.small and n * d > 10**8:
+            continue
         m = cls(args.epsilon, d)
         r = m.randomize(rng.integers(0, d, n), rng)
         want = m.aggregate(r)
@@ -66,9 +78,10 @@ def main() -> int:
     support_counts_torch(r["seed"], r["y"], m.prime, m.g, d, dev, max_cells=1 << args.cells)  # warm-up
     best = float("inf")
     for _ in range(args.reps):
-        torch.cuda.synchronize()
+        sync()
         t = time.perf_counter()
         out = support_counts_torch(r["seed"], r["y"], m.prime, m.g, d, dev, max_cells=1 << args.cells)
+        sync()
         best = min(best, time.perf_counter() - t)
     assert int(out.sum()) > 0
     cn = int(args.cpu_n)
@@ -79,9 +92,9 @@ def main() -> int:
     gpu_sub = support_counts_torch(sub["seed"], sub["y"], m.prime, m.g, d, dev, max_cells=1 << args.cells)
     failures += not np.array_equal(cpu_sub, gpu_sub)
     print()
-    print(f"| device | n | d | g | GPU support counts (s, best of {args.reps}) | numpy progressions n={cn} (s) |")
+    print(f"| device | n | d | g | {dev} support counts (s, best of {args.reps}) | numpy progressions n={cn} (s) |")
     print("|---|---|---|---|---|---|")
-    print(f"| {torch.cuda.get_device_name(0)} | {n:.0e} | {d} | {m.g} | {best:.3f} | {cpu_t:.2f} |")
+    print(f"| {name} | {n:.0e} | {d} | {m.g} | {best:.3f} | {cpu_t:.2f} |")
     print(f"\nmismatches: {failures}")
     return 1 if failures else 0
 
