@@ -229,15 +229,24 @@ def simulate(
     out: Path | None = typer.Option(None, "--out", help="write the round's reports as a Parquet archive folder "
                                                         "(one file per chunk) instead; estimate it with "
                                                         "`shuffledp aggregate`"),
+    device: str = typer.Option("cpu", help="where local hashing (olh, blh) aggregates: cpu (numpy), "
+                                           "torch-cpu, cuda or cuda:N (PyTorch; extra shuffledp[gpu])"),
+    device_fallback: bool = typer.Option(False, "--device-fallback",
+                                         help="with --device cuda and no GPU, aggregate on the CPU instead of failing"),
 ) -> None:
     """Simulate one collection round of a local frequency oracle on a synthetic Zipf dataset."""
     from .core.errors import ValidationError
 
     try:
+        if device.strip().lower() != "cpu" or device_fallback:
+            if mechanism not in ("olh", "blh"):
+                fail(f"--device applies to the local-hashing oracles olh and blh, not {mechanism!r}")
+            if out is not None:
+                fail("--device applies to aggregation; --out only writes reports (aggregate them later)")
         if out is not None:
             _simulate_archive(mechanism, epsilon, d, n, zipf, seed, chunk, out)
             return
-        _simulate(mechanism, epsilon, d, n, zipf, top, seed, chunk)
+        _simulate(mechanism, epsilon, d, n, zipf, top, seed, chunk, device, device_fallback)
     except ValidationError as e:  # bad parameters: one clear line and exit code 2, never a traceback
         fail(str(e))
 
@@ -263,7 +272,7 @@ def _simulate_archive(mechanism: str, epsilon: float, d: int, n: int, zipf: floa
 
 
 def _simulate(mechanism: str, epsilon: float, d: int, n: int, zipf: float, top: int, seed: int,
-              chunk: int) -> None:
+              chunk: int, device: str = "cpu", device_fallback: bool = False) -> None:
     from .core.validation import check_domain_size, check_positive_int, check_real
     from .local import frequency_oracle
     from .local.registry import check_simulation_fits
@@ -277,7 +286,9 @@ def _simulate(mechanism: str, epsilon: float, d: int, n: int, zipf: float, top: 
     check_simulation_fits(mechanism, epsilon, d, n, chunk)  # refuse before allocating d- or n-sized arrays
     # the sketches draw their hash family per construction unless given one: a simulation takes it
     # from --seed so the same command gives the same numbers
-    family = {"hash_seed": seed} if mechanism in ("cms", "hcms") else {}
+    family: dict[str, Any] = {"hash_seed": seed} if mechanism in ("cms", "hcms") else {}
+    if mechanism in ("olh", "blh"):
+        family.update(device=device, device_fallback=device_fallback)
     mech = frequency_oracle(mechanism, epsilon, d, **family)
     rng = np.random.default_rng(seed)
     x = zipf_dataset(n, d, zipf, rng)
