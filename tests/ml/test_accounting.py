@@ -103,6 +103,7 @@ def test_noise_multiplier_pld_and_errors():
 
 @pytest.mark.slow
 def test_dpsgd_digits_mlp_reports_the_accountant_epsilon():
+    pytest.importorskip("sklearn")
     import torch
     from opacus import PrivacyEngine
     from sklearn.datasets import load_digits
