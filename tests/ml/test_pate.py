@@ -148,3 +148,17 @@ def test_pate_bad_input():
         PATE(LinearDiscriminantAnalysis(), LinearDiscriminantAnalysis(), 11, random_state=0).fit(X, y, X)
     with pytest.raises(ValidationError, match="counts"):
         gnmax(np.array([1, 2, 3]), 1.0, np.random.default_rng(0))
+
+
+def test_vectorised_gnmax_bound_equals_scalar_theorem6():
+    from shuffledp.ml.pate import rdp_theorem6
+    rng = np.random.default_rng(8)
+    counts = np.vstack([rng.multinomial(200, p) for p in rng.dirichlet(np.full(5, 0.3), size=300)])
+    sigma = 25.0
+    got = rdp_gnmax_data_dependent(ORDERS, counts, sigma)
+    for row, lq in zip(got, log_q_gnmax(counts, sigma)):
+        mu2 = sigma * math.sqrt(-lq)
+        ref = np.minimum(ORDERS / sigma**2, rdp_theorem6(ORDERS, float(lq), mu2 + 1, (mu2 + 1) / sigma**2, mu2,
+                                                         mu2 / sigma**2))
+        assert np.allclose(row, ref, rtol=1e-12, atol=0)
+    assert np.any(got < ORDERS / sigma**2)  # the data-dependent bound is active on some queries

@@ -236,16 +236,27 @@ def rdp_theorem6(orders: Any, logq: float, mu1: float, eps1: float, mu2: float, 
 
 def rdp_gnmax_data_dependent(orders: Any, counts: Any, sigma: float) -> np.ndarray:
     """Per-query data-dependent RDP of GNMax, shape (queries, orders): the minimum of Theorem 6 (with
-    ``mu2 = sigma sqrt(log 1/q)``, ``mu1 = mu2 + 1``, ``eps_i = mu_i / sigma^2``) and ``lambda/sigma^2``."""
-    a = _orders(orders)
-    indep = rdp_gnmax_data_independent(a, sigma)
-    out = np.tile(indep, (len(np.asarray(counts)), 1))
-    for i, lq in enumerate(log_q_gnmax(counts, sigma)):
-        mu2 = sigma * math.sqrt(-lq) if lq < 0 else 0.0
+    ``mu2 = sigma sqrt(log 1/q)``, ``mu1 = mu2 + 1``, ``eps_i = mu_i / sigma^2``) and ``lambda/sigma^2``.
+
+    Vectorised over queries and orders (the same arithmetic as :func:`rdp_theorem6`).
+    """
+    a = _orders(orders)[None, :]
+    s = check_real(sigma, "sigma", low=0.0, low_open=True)
+    indep = a / s**2
+    logq = log_q_gnmax(counts, s)[:, None]                      # (Q, 1), <= log(1 - 1/m) < 0
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        mu2 = s * np.sqrt(-logq)
         mu1 = mu2 + 1.0
-        dd = rdp_theorem6(a, float(lq), mu1, mu1 / sigma**2, mu2, mu2 / sigma**2)
-        out[i] = np.minimum(indep, dd)
-    return out
+        eps1, eps2 = mu1 / s**2, mu2 / s**2
+        cond = ((mu2 > 1.0) & (logq + eps2 < 0)
+                & (logq <= (mu2 - 1) * eps2 - mu2 * (np.log(mu1 / (mu1 - 1)) + np.log(mu2 / (mu2 - 1)))))
+        log1q = _log1mexp(logq)
+        log_A = log1q - _log1mexp(np.minimum((logq + eps2) * (1.0 - 1.0 / mu2), -1e-300))
+        log_B = eps1 - logq / (mu1 - 1.0)
+        dd = np.logaddexp(log1q + (a - 1) * log_A, logq + (a - 1) * log_B) / (a - 1)
+    ok = cond & (a < mu1) & np.isfinite(dd)
+    out = np.where(ok, np.minimum(indep, dd), indep)
+    return np.where(np.isneginf(logq), 0.0, out)
 
 
 def rdp_lnmax_data_dependent(orders: Any, counts: Any, gamma: float) -> np.ndarray:
