@@ -121,3 +121,23 @@ def test_training_audit_dp_erm_and_a_broken_one():
     # the same training run with 100x less noise, still claiming eps = 1
     broken = audit_training(fitter(100.0), X, y, canary, 1, score, 300, np.random.default_rng(3))
     assert broken.epsilon_lower > 1.0
+
+
+def dpsgd_epsilon(sigma, q, T, delta, accountant="rdp"):
+    from shuffledp.accounting import GaussianEvent, PldAccountant, PoissonSampledEvent, RdpAccountant, SelfComposedEvent
+    acc = PldAccountant() if accountant == "pld" else RdpAccountant()
+    return acc.compose(SelfComposedEvent(PoissonSampledEvent(q, GaussianEvent(sigma)), T)).get_epsilon(delta)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sigma,q,T", [(0.8, 0.05, 100), (1.0, 0.1, 50)])
+def test_dpsgd_gradient_canary_audit_respects_accountants_and_catches_undercounting(sigma, q, T):
+    from shuffledp.ml.audit import audit_dpsgd_gradient_canary
+
+    delta = 1e-3
+    r = audit_dpsgd_gradient_canary(sigma, q, T, 100_000, np.random.default_rng(int(sigma * 100 + T)), delta=delta)
+    pld = dpsgd_epsilon(sigma, q, T, delta, "pld")
+    assert r.epsilon_lower <= pld <= dpsgd_epsilon(sigma, q, T, delta)
+    assert r.epsilon_lower > 0.6 * pld  # the strongest canary comes close to the tight accountant
+    # an accountant that charged for 1.6x the noise actually added would be caught
+    assert r.epsilon_lower > dpsgd_epsilon(1.6 * sigma, q, T, delta)
