@@ -1,0 +1,15 @@
+"""Private machine learning on top of :mod:`shuffledp.central` and :mod:`shuffledp.accounting`.
+
+- :mod:`shuffledp.ml.erm`: differentially private empirical risk minimisation (objective and
+  output perturbation, Chaudhuri, Monteleoni, Sarwate, JMLR 2011) as scikit-learn estimators.
+- :mod:`shuffledp.ml.accounting`: the project's RDP and PLD accountants as Opacus accountants,
+  and DP-SGD noise calibration.
+- :mod:`shuffledp.ml.pate`: PATE (Papernot et al. 2017, 2018) with LNMax / GNMax /
+  Confident-GNMax aggregation and data-independent / data-dependent RDP analysis.
+- :mod:`shuffledp.ml.membership_inference` and :mod:`shuffledp.ml.audit`: membership-inference
+  attacks and empirical lower bounds on epsilon.
+
+scikit-learn is needed by every module here; PyTorch and Opacus only by
+:mod:`shuffledp.ml.accounting`'s Opacus classes (extra ``shuffledp[ml]``). Nothing below this
+layer imports it.
+"""

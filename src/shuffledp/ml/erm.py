@@ -1,0 +1,297 @@
+"""Differentially private empirical risk minimisation (linear classifiers).
+
+Chaudhuri, Monteleoni, Sarwate, "Differentially private empirical risk minimization", JMLR 12
+(2011). With data ``z_i`` of L2 norm at most 1, labels ``y_i`` in {-1, +1}, a convex loss ``l``
+with ``|l'| <= 1`` and ``|l''| <= c`` and the regularised objective
+
+    J(w) = (1/n) sum_i l(y_i w.z_i) + (Lambda/2) ||w||^2,
+
+- **output perturbation** (Algorithm 1, Theorem 6 / Corollary 8): ``w* = argmin J`` has L2
+  sensitivity ``2/(n Lambda)`` under replacement of one example; release ``w* + b`` with ``b``
+  drawn from the density proportional to ``exp(-(n Lambda eps / 2) ||b||)``. eps-DP.
+- **objective perturbation** (Algorithm 2, Theorem 9 / Corollary 11 for logistic regression and
+  Corollary 12 for the Huber SVM): ``eps' = eps - log(1 + 2c/(n Lambda) + c^2/(n^2 Lambda^2))``;
+  if ``eps' > 0`` then ``Delta = 0``, else ``Delta = c/(n (e^{eps/4} - 1)) - Lambda`` and
+  ``eps' = eps/2``; draw ``b`` with density proportional to ``exp(-(eps'/2) ||b||)`` and release
+  ``argmin J(w) + (1/n) b.w + (Delta/2) ||w||^2``. eps-DP.
+
+A density proportional to ``exp(-beta ||b||)`` in R^d is sampled as a uniform direction times a
+norm drawn from Gamma(shape d, scale 1/beta). Both guarantees are pure eps-DP for the
+replace-one neighbouring relation, assume the optimiser returns the exact minimiser (we solve to
+a gradient norm of 1e-10 with L-BFGS) and ignore floating-point effects of the noise sampler.
+
+Data norm: every row is clipped to L2 norm ``data_norm`` and divided by it (a data-independent
+map); with an intercept the constant feature 1 is appended and the vector divided by sqrt(2), so
+the norm bound 1 of the theorems holds. ``data_norm`` must be chosen without looking at the
+private data. Several classes: one-vs-rest, each of the K binary problems gets eps/K (basic
+composition, all K problems see every record).
+
+Noise comes from :func:`shuffledp.core.rng.secure_rng` (a cryptographic generator) unless a seed
+or generator is passed as ``random_state``, which is meant for simulation only.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import numpy as np
+from scipy import optimize, special
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ..core.errors import ValidationError
+from ..core.privacy import PrivacyStatement
+from ..core.rng import as_generator
+from ..core.validation import check_epsilon, check_real
+
+__all__ = ["DPLogisticRegression", "DPLinearSVC", "objective_perturbation_parameters", "sample_norm_noise",
+           "logistic_loss", "huber_loss"]
+
+Method = Literal["objective", "output"]
+
+
+# --------------------------------------------------------------------------- losses
+
+
+def logistic_loss(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Logistic loss ``log(1 + e^{-m})`` of margins ``m`` and its derivative; ``|l'| <= 1``, ``l'' <= 1/4``."""
+    return np.logaddexp(0.0, -m), -special.expit(-m)
+
+
+def huber_loss(m: np.ndarray, h: float) -> tuple[np.ndarray, np.ndarray]:
+    """Huber hinge loss of Chaudhuri et al. (2011), eq. (7), and its derivative.
+
+    ``0`` for ``m > 1 + h``; ``(1 + h - m)^2 / (4h)`` for ``|1 - m| <= h``; ``1 - m`` for ``m < 1 - h``.
+    ``|l'| <= 1`` and ``|l''| <= 1/(2h)``.
+    """
+    val = np.where(m > 1 + h, 0.0, np.where(m < 1 - h, 1.0 - m, (1 + h - m) ** 2 / (4 * h)))
+    der = np.where(m > 1 + h, 0.0, np.where(m < 1 - h, -1.0, -(1 + h - m) / (2 * h)))
+    return val, der
+
+
+# --------------------------------------------------------------------------- noise and constants
+
+
+def sample_norm_noise(dim: int, beta: float, rng: np.random.Generator) -> np.ndarray:
+    """One draw from the density on R^dim proportional to ``exp(-beta ||b||_2)``.
+
+    In polar coordinates the norm has density proportional to ``r^{dim-1} e^{-beta r}``, i.e.
+    Gamma(shape ``dim``, scale ``1/beta``), independent of the direction, which is uniform on the
+    sphere (a normalised standard Gaussian vector).
+    """
+    direction = rng.standard_normal(dim)
+    nrm = float(np.linalg.norm(direction))
+    while nrm == 0.0:  # probability zero; keeps the direction well defined
+        direction = rng.standard_normal(dim)
+        nrm = float(np.linalg.norm(direction))
+    return direction / nrm * rng.gamma(shape=dim, scale=1.0 / beta)
+
+
+def objective_perturbation_parameters(epsilon: float, n: int, regularization: float,
+                                      curvature: float) -> tuple[float, float]:
+    """``(eps', Delta)`` of Algorithm 2 of Chaudhuri et al. (2011).
+
+    ``eps' = eps - log(1 + 2c/(n L) + c^2/(n L)^2)``; if it is not positive, ``Delta =
+    c/(n (e^{eps/4} - 1)) - L`` and ``eps' = eps/2``, else ``Delta = 0``. The noise vector then has
+    density proportional to ``exp(-(eps'/2) ||b||)``.
+    """
+    eps = check_epsilon(epsilon)
+    lam = check_real(regularization, "regularization", low=0.0, low_open=True)
+    c = check_real(curvature, "curvature", low=0.0, low_open=True)
+    if n < 1:
+        raise ValidationError(f"n must be >= 1, got {n!r}", parameter="n")
+    x = c / (n * lam)
+    eps_prime = eps - math.log1p(2 * x + x * x)
+    if eps_prime > 0:
+        return eps_prime, 0.0
+    return eps / 2.0, c / (n * math.expm1(eps / 4.0)) - lam
+
+
+# --------------------------------------------------------------------------- estimators
+
+
+class _DPLinearClassifier(ClassifierMixin, BaseEstimator):
+    """Shared fitting code; subclasses define the loss, its curvature bound and ``__init__``."""
+
+    def _loss(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _curvature(self) -> float:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _check_params(self) -> None:
+        check_epsilon(self.epsilon)
+        if self.method not in ("objective", "output"):
+            raise ValidationError(f"method must be 'objective' or 'output', got {self.method!r}", parameter="method")
+        check_real(self.regularization, "regularization", low=0.0, low_open=True)
+        check_real(self.data_norm, "data_norm", low=0.0, low_open=True)
+        if not isinstance(self.fit_intercept, (bool, np.bool_)):
+            raise ValidationError(f"fit_intercept must be a bool, got {self.fit_intercept!r}",
+                                  parameter="fit_intercept")
+
+    def _features(self, X: np.ndarray) -> np.ndarray:
+        """Rows clipped to ``data_norm``, scaled to norm <= 1 (with the constant feature if any)."""
+        R = float(self.data_norm)
+        norms = np.linalg.norm(X, axis=1)
+        scale = np.minimum(1.0, R / np.maximum(norms, 1e-300)) / R
+        Z = X * scale[:, None]
+        if self.fit_intercept:
+            Z = np.hstack([Z, np.ones((Z.shape[0], 1))]) / math.sqrt(2.0)
+        return Z
+
+    def _minimise(self, Z: np.ndarray, y: np.ndarray, lam: float, linear: np.ndarray | None) -> np.ndarray:
+        """argmin (1/n) sum l(y_i w.z_i) + (lam/2)||w||^2 + linear.w (strongly convex: unique)."""
+        n, d = Z.shape
+        lin = np.zeros(d) if linear is None else linear
+
+        def f(w: np.ndarray) -> tuple[float, np.ndarray]:
+            m = y * (Z @ w)
+            val, der = self._loss(m)
+            obj = val.mean() + 0.5 * lam * w @ w + lin @ w
+            grad = Z.T @ (der * y) / n + lam * w + lin
+            return float(obj), grad
+
+        res = optimize.minimize(f, np.zeros(d), jac=True, method="L-BFGS-B",
+                                options={"gtol": 1e-10, "ftol": 1e-15, "maxiter": 10_000})
+        return res.x
+
+    def _fit_binary(self, Z: np.ndarray, y: np.ndarray, eps: float, rng: np.random.Generator) -> np.ndarray:
+        n, d = Z.shape
+        lam = float(self.regularization)
+        if self.method == "output":
+            w = self._minimise(Z, y, lam, None)
+            return w + sample_norm_noise(d, n * lam * eps / 2.0, rng)
+        eps_prime, Delta = objective_perturbation_parameters(eps, n, lam, self._curvature())
+        b = sample_norm_noise(d, eps_prime / 2.0, rng)
+        return self._minimise(Z, y, lam + Delta, b / n)
+
+    def fit(self, X: Any, y: Any) -> "_DPLinearClassifier":
+        """Fit on ``X`` (n, d) and labels ``y``; the fitted model is ``epsilon``-DP (see ``privacy_``)."""
+        self._check_params()
+        X, y = validate_data(self, X, y, dtype=np.float64)
+        check_classification_targets(y)
+        self.classes_ = np.unique(y)
+        K = len(self.classes_)
+        if K < 2:
+            raise ValueError(f"y must contain samples of at least 2 classes; got 1 class: {self.classes_[0]!r}")
+        rng = as_generator(self.random_state)
+        Z = self._features(X)
+        problems = [self.classes_[1]] if K == 2 else list(self.classes_)
+        eps_each = float(self.epsilon) / len(problems)
+        W = np.vstack([self._fit_binary(Z, np.where(y == c, 1.0, -1.0), eps_each, rng) for c in problems])
+        d = X.shape[1]
+        if self.fit_intercept:
+            self.coef_ = W[:, :d] / (float(self.data_norm) * math.sqrt(2.0))
+            self.intercept_ = W[:, d] / math.sqrt(2.0)
+        else:
+            self.coef_ = W / float(self.data_norm)
+            self.intercept_ = np.zeros(W.shape[0])
+        how = ("objective perturbation (Chaudhuri et al. 2011, Alg. 2)" if self.method == "objective"
+               else "output perturbation (Chaudhuri et al. 2011, Alg. 1)")
+        split = "" if len(problems) == 1 else f"; one-vs-rest, {len(problems)} problems at eps/{len(problems)} each"
+        self.privacy_ = PrivacyStatement(float(self.epsilon), 0.0, model="central", neighbouring="replace_one",
+                                         note=f"{type(self).__name__}: {how}, rows clipped to L2 norm "
+                                              f"{float(self.data_norm):g}{split}")
+        return self
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """``clip(x) . coef + intercept`` (rows clipped to ``data_norm`` as in training)."""
+        check_is_fitted(self, "coef_")
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        R = float(self.data_norm)
+        norms = np.linalg.norm(X, axis=1)
+        Xc = X * np.minimum(1.0, R / np.maximum(norms, 1e-300))[:, None]
+        scores = Xc @ self.coef_.T + self.intercept_
+        return scores.ravel() if scores.shape[1] == 1 else scores
+
+    def predict(self, X: Any) -> np.ndarray:
+        s = self.decision_function(X)
+        if s.ndim == 1:
+            return self.classes_[(s > 0).astype(int)]
+        return self.classes_[np.argmax(s, axis=1)]
+
+
+class DPLogisticRegression(_DPLinearClassifier):
+    """eps-DP L2-regularised logistic regression (Chaudhuri, Monteleoni, Sarwate, JMLR 2011).
+
+    Parameters
+    ----------
+    epsilon : float
+        Privacy parameter (> 0) of the fitted model: pure eps-DP, replace-one neighbours.
+    method : {"objective", "output"}
+        Objective perturbation (Algorithm 2, curvature bound c = 1/4) or output perturbation
+        (Algorithm 1, sensitivity ``2/(n regularization)``).
+    regularization : float
+        Lambda > 0 in ``(1/n) sum l + (Lambda/2) ||w||^2`` (on the scaled features).
+    data_norm : float
+        Rows are clipped to this L2 norm (choose it without looking at the private data).
+    fit_intercept : bool
+        Append a constant feature (regularised like the others).
+    random_state : None, int or numpy Generator
+        ``None`` (default): noise from a cryptographic generator. An int or generator: seeded
+        noise, for simulation only.
+
+    Attributes
+    ----------
+    coef_, intercept_, classes_ : as in scikit-learn.
+    privacy_ : PrivacyStatement
+        The guarantee of the fitted model.
+    """
+
+    def __init__(self, epsilon: float = 1.0, *, method: Method = "objective", regularization: float = 0.01,
+                 data_norm: float = 1.0, fit_intercept: bool = True, random_state: Any = None) -> None:
+        self.epsilon = epsilon
+        self.method = method
+        self.regularization = regularization
+        self.data_norm = data_norm
+        self.fit_intercept = fit_intercept
+        self.random_state = random_state
+
+    def _loss(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return logistic_loss(m)
+
+    def _curvature(self) -> float:
+        return 0.25
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities: the logistic of the score (binary); one-vs-rest scores normalised (several)."""
+        s = self.decision_function(X)
+        if s.ndim == 1:
+            p1 = special.expit(s)
+            return np.column_stack([1.0 - p1, p1])
+        p = special.expit(s)
+        return p / p.sum(axis=1, keepdims=True)
+
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        return np.log(self.predict_proba(X))
+
+
+class DPLinearSVC(_DPLinearClassifier):
+    """eps-DP linear SVM with the Huber hinge loss (Chaudhuri et al. 2011, eq. (7), Corollary 12).
+
+    Same parameters as :class:`DPLogisticRegression` plus ``huber_h`` (> 0, the width of the
+    quadratic part; curvature bound ``c = 1/(2 huber_h)``). No ``predict_proba``.
+    """
+
+    def __init__(self, epsilon: float = 1.0, *, method: Method = "objective", regularization: float = 0.01,
+                 huber_h: float = 0.5, data_norm: float = 1.0, fit_intercept: bool = True,
+                 random_state: Any = None) -> None:
+        self.epsilon = epsilon
+        self.method = method
+        self.regularization = regularization
+        self.huber_h = huber_h
+        self.data_norm = data_norm
+        self.fit_intercept = fit_intercept
+        self.random_state = random_state
+
+    def _check_params(self) -> None:
+        super()._check_params()
+        check_real(self.huber_h, "huber_h", low=0.0, low_open=True)
+
+    def _loss(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return huber_loss(m, float(self.huber_h))
+
+    def _curvature(self) -> float:
+        return 1.0 / (2.0 * float(self.huber_h))

@@ -1,0 +1,190 @@
+"""DP-ERM (Chaudhuri, Monteleoni, Sarwate 2011): constants, noise law, sensitivity, sklearn API."""
+
+import math
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sklearn")
+from scipy import stats  # noqa: E402
+from sklearn.datasets import load_breast_cancer, make_classification  # noqa: E402
+from sklearn.model_selection import train_test_split  # noqa: E402
+from sklearn.preprocessing import StandardScaler  # noqa: E402
+
+from shuffledp.core.errors import ValidationError  # noqa: E402
+from shuffledp.ml.erm import (DPLinearSVC, DPLogisticRegression, huber_loss, logistic_loss,  # noqa: E402
+                              objective_perturbation_parameters, sample_norm_noise)
+
+
+@pytest.fixture(scope="module")
+def cancer():
+    X, y = load_breast_cancer(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    return train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
+
+
+def test_objective_perturbation_constants_as_in_the_paper():
+    # Algorithm 2, first branch: eps' = eps - log(1 + 2c/(n L) + c^2/(n^2 L^2)), Delta = 0
+    n, lam, c, eps = 1000, 0.01, 0.25, 1.0
+    ep, D = objective_perturbation_parameters(eps, n, lam, c)
+    assert ep == pytest.approx(1.0 - math.log(1 + 2 * 0.025 + 0.025**2), rel=1e-14) and D == 0.0
+    # second branch (eps' <= 0): Delta = c / (n (e^{eps/4} - 1)) - L and eps' = eps/2
+    n, lam, eps = 100, 0.001, 0.1
+    assert 0.1 - math.log(1 + 2 * 2.5 + 2.5**2) <= 0
+    ep, D = objective_perturbation_parameters(eps, n, lam, c)
+    assert ep == 0.05 and D == pytest.approx(0.25 / (100 * (math.exp(0.025) - 1)) - 0.001, rel=1e-14)
+    # Huber SVM: c = 1/(2h)
+    ep, D = objective_perturbation_parameters(2.0, 500, 0.01, 1.0)
+    assert ep == pytest.approx(2.0 - math.log((1 + 0.2) ** 2), rel=1e-14)
+
+
+def test_losses_meet_the_theorem_conditions():
+    m = np.linspace(-30, 30, 20001)
+    for h in (0.1, 0.5):
+        v, d = huber_loss(m, h)
+        assert np.all(np.abs(d) <= 1.0) and np.all(v >= 0)
+        # continuous derivative, slope changes bounded by c = 1/(2h)
+        assert np.max(np.abs(np.diff(d) / np.diff(m))) <= 1 / (2 * h) + 1e-9
+        assert np.allclose(np.gradient(v, m)[1:-1], d[1:-1], atol=(m[1] - m[0]) / (2 * h))
+    v, d = logistic_loss(m)
+    assert np.all(np.abs(d) <= 1.0)
+    assert np.max(np.abs(np.diff(d) / np.diff(m))) <= 0.25 + 1e-9
+
+
+def test_norm_noise_has_gamma_norm_and_uniform_direction():
+    rng = np.random.default_rng(7)
+    d, beta = 5, 0.7
+    B = np.array([sample_norm_noise(d, beta, rng) for _ in range(4000)])
+    norms = np.linalg.norm(B, axis=1)
+    assert stats.kstest(norms, stats.gamma(a=d, scale=1 / beta).cdf).pvalue > 1e-4
+    U = B / norms[:, None]
+    # each coordinate of a uniform unit vector has mean 0 and variance 1/d
+    z = U.mean(axis=0) / math.sqrt(1 / d / len(U))
+    assert np.all(np.abs(z) < 4.5)
+
+
+def test_output_perturbation_sensitivity_bound_holds_on_neighbours():
+    """||w*(D) - w*(D')|| <= 2/(n Lambda) for replace-one neighbours (Corollary 8)."""
+    X, y = make_classification(n_samples=200, n_features=6, random_state=3)
+    ys = np.where(y == 1, 1.0, -1.0)
+    rng = np.random.default_rng(11)
+    for lam in (0.01, 0.1):
+        est = DPLogisticRegression(1.0, regularization=lam, data_norm=3.0, random_state=0)
+        Z = est._features(X)
+        assert np.all(np.linalg.norm(Z, axis=1) <= 1 + 1e-12)
+        w = est._minimise(Z, ys, lam, None)
+        worst = 0.0
+        for _ in range(15):
+            i = rng.integers(len(X))
+            Z2, y2 = Z.copy(), ys.copy()
+            z = rng.standard_normal(Z.shape[1])
+            Z2[i] = z / np.linalg.norm(z)
+            y2[i] = -ys[i]
+            worst = max(worst, float(np.linalg.norm(est._minimise(Z2, y2, lam, None) - w)))
+        assert 0 < worst <= 2 / (len(X) * lam)
+
+
+@pytest.mark.parametrize("cls", [DPLogisticRegression, DPLinearSVC])
+@pytest.mark.parametrize("eps,n", [(1.0, 300), (0.05, 60)])
+def test_objective_perturbation_noise_recovered_from_the_fit(cls, eps, n):
+    """The released w is the exact minimiser of the perturbed objective: solving its stationarity
+    condition for b gives back vectors whose norms follow Gamma(d, 2/eps') (both branches)."""
+    X, y = make_classification(n_samples=n, n_features=3, n_redundant=0, random_state=5)
+    ys = np.where(y == 1, 1.0, -1.0)
+    lam = 0.05
+    norms = []
+    for seed in range(100):
+        est = cls(eps, method="objective", regularization=lam, data_norm=2.5, random_state=seed).fit(X, y)
+        Z = est._features(X)
+        w = np.concatenate([est.coef_[0] * 2.5 * math.sqrt(2), [est.intercept_[0] * math.sqrt(2)]])
+        ep, D = objective_perturbation_parameters(eps, n, lam, est._curvature())
+        _, der = est._loss(ys * (Z @ w))
+        grad = Z.T @ (der * ys) / n + (lam + D) * w
+        norms.append(np.linalg.norm(-n * grad))
+    assert stats.kstest(norms, stats.gamma(a=Z.shape[1], scale=2 / ep).cdf).pvalue > 1e-4
+
+
+def test_output_perturbation_noise_law():
+    X, y = make_classification(n_samples=200, n_features=3, n_redundant=0, random_state=2)
+    lam, eps = 0.1, 2.0
+    base = DPLogisticRegression(eps, method="output", regularization=lam, data_norm=2.0, random_state=0)
+    Z = base._features(X)
+    w_star = base._minimise(Z, np.where(y == 1, 1.0, -1.0), lam, None)
+    norms = []
+    for seed in range(150):
+        est = DPLogisticRegression(eps, method="output", regularization=lam, data_norm=2.0, random_state=seed).fit(X, y)
+        w = np.concatenate([est.coef_[0] * 2.0 * math.sqrt(2), [est.intercept_[0] * math.sqrt(2)]])
+        norms.append(np.linalg.norm(w - w_star))
+    # density prop. to exp(-(n Lambda eps / 2) ||b||): norm ~ Gamma(d, 2/(n Lambda eps))
+    assert stats.kstest(norms, stats.gamma(a=4, scale=2 / (200 * lam * eps)).cdf).pvalue > 1e-4
+
+
+@pytest.mark.parametrize("method", ["objective", "output"])
+def test_accuracy_increases_with_epsilon(cancer, method):
+    Xtr, Xte, ytr, yte = cancer
+    acc = {eps: np.mean([DPLogisticRegression(eps, method=method, data_norm=6.0, random_state=s)
+                         .fit(Xtr, ytr).score(Xte, yte) for s in range(10)]) for eps in (0.1, 1.0, 20.0)}
+    assert acc[0.1] < acc[1.0] - 0.05 < acc[20.0] - 0.05
+    assert acc[20.0] > 0.9
+
+
+def test_privacy_statement_and_multiclass_split():
+    X, y = make_classification(n_samples=300, n_features=5, n_informative=4, n_redundant=0, n_classes=3, random_state=1)
+    est = DPLogisticRegression(0.9, random_state=0).fit(X, y)
+    st = est.privacy_
+    assert (st.eps, st.delta, st.model, st.neighbouring) == (0.9, 0.0, "central", "replace_one")
+    assert "3 problems at eps/3" in st.note
+    assert est.coef_.shape == (3, 5) and est.predict_proba(X).shape == (300, 3)
+    assert np.allclose(est.predict_proba(X).sum(axis=1), 1.0)
+
+
+def test_default_noise_is_cryptographic(monkeypatch):
+    import shuffledp.core.rng as rngmod
+    calls = []
+    real = rngmod.secure_rng
+    monkeypatch.setattr(rngmod, "secure_rng", lambda: calls.append(1) or real())
+    X, y = make_classification(n_samples=50, n_features=4, random_state=0)
+    a = DPLogisticRegression(1.0).fit(X, y).coef_
+    b = DPLogisticRegression(1.0).fit(X, y).coef_
+    assert len(calls) == 2 and not np.allclose(a, b)
+    s1 = DPLogisticRegression(1.0, random_state=3).fit(X, y).coef_
+    assert np.array_equal(s1, DPLogisticRegression(1.0, random_state=3).fit(X, y).coef_)
+
+
+@pytest.mark.parametrize("kw,param", [({"epsilon": 0}, "epsilon"), ({"epsilon": float("inf")}, "epsilon"),
+                                      ({"method": "gradient"}, "method"), ({"regularization": 0.0}, "regularization"),
+                                      ({"data_norm": -1.0}, "data_norm"), ({"fit_intercept": "yes"}, "fit_intercept")])
+def test_bad_parameters_raise_one_clear_error(kw, param):
+    X, y = make_classification(n_samples=40, n_features=4, random_state=0)
+    with pytest.raises(ValidationError) as e:
+        DPLogisticRegression(**kw).fit(X, y)
+    assert e.value.parameter == param and param in str(e.value)
+    with pytest.raises(ValidationError, match="huber_h"):
+        DPLinearSVC(huber_h=0.0).fit(X, y)
+
+
+def test_bad_data_raise():
+    X, y = make_classification(n_samples=40, n_features=4, random_state=0)
+    Xn = X.copy()
+    Xn[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        DPLogisticRegression().fit(Xn, y)
+    with pytest.raises(ValueError, match="2 classes"):
+        DPLogisticRegression().fit(X, np.zeros(40))
+    with pytest.raises(ValueError, match="Unknown label type"):
+        DPLogisticRegression().fit(X, np.linspace(0, 1, 40))
+    est = DPLogisticRegression(random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        est.predict(X[:, :3])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cls", [DPLogisticRegression, DPLinearSVC])
+def test_sklearn_estimator_checks(cls):
+    """The full scikit-learn check suite (legacy included) passes with a seeded estimator; only
+    check_array_api_input is skipped by scikit-learn itself when SCIPY_ARRAY_API is not set."""
+    from sklearn.utils.estimator_checks import check_estimator
+    results = check_estimator(cls(random_state=0), on_fail=None, on_skip=None)
+    failed = [(r["check_name"], str(r["exception"])[:120]) for r in results if r["status"] == "failed"]
+    assert failed == []
+    assert sum(r["status"] == "passed" for r in results) >= 40
