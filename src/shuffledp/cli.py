@@ -35,6 +35,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "dask": ("dask", "distributed"),
     "spark": ("pyspark",),
     "archive": ("pyarrow",),
+    "ml": ("torch", "opacus", "sklearn"),
+    "gpu": ("torch",),
 }
 _MODULE_EXTRA = {m: extra for extra, mods in EXTRAS.items() for m in mods} | {"psycopg": "service"}
 
@@ -331,6 +333,7 @@ COMMAND_MODULES = (
     "shuffledp.experiments.survey_cli",
     "shuffledp.experiments.keyvalue_cli",
     "shuffledp.experiments.compare_cli",
+    "shuffledp.experiments.private_learning_cli",
     "shuffledp.engines.cli",
     "shuffledp.service.cli",
 )
