@@ -6,11 +6,11 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
 .PHONY: demo test test-fast install bench bench-peers peers-venv clean
 
+# PyTorch's CPU build goes in first (the ml and gpu extras then install nothing more of it); on a
+# machine without the local wheel pip downloads torch 2.13.0 from PyPI.
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	# PyTorch's CPU build first (the ml and gpu extras then install nothing more of it); on a
-	# machine without the local wheel pip downloads torch 2.13.0 from PyPI
 	$(BIN)/python -m pip install -q "torch==2.13.0"
 	$(BIN)/python -m pip install -q -e ".[dev,plots,service,crosscheck,docs,ml,gpu]"
 	@rm -f $(VENV)/.installed-*; touch $(STAMP)
