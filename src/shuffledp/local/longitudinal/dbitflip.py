@@ -38,7 +38,7 @@ import numpy as np
 
 from ...core.errors import ValidationError
 from ...core.estimate import Estimate
-from ...core.privacy import PrivacyStatement
+from ...core.privacy import PrivacyStatement, format_up
 from ...core.validation import check_int_values, check_positive_int
 from ..base import DEFAULT_CHUNK, FrequencyOracle, Reports, check_n
 from ..bits import calibrate_probability
@@ -97,7 +97,7 @@ class DBitFlip(LongitudinalMixin, FrequencyOracle):
         """``effective_epsilon``-LDP per report and for any number of memoized reports of one state."""
         return PrivacyStatement(self.effective_epsilon, 0.0, "local", "replace_one",
                                 note=f"DBitFlip(buckets={self.buckets}, bits={self.bits}): eps_perm = eps_1 = "
-                                     f"{self.effective_epsilon:.9g} (memoized per state, no fresh randomness: state "
+                                     f"{format_up(self.effective_epsilon, 9)} (memoized per state, no fresh randomness: state "
                                      f"changes are visible); s states: min(s, {min(self.bits + 1, self.buckets)}) eps")
 
     def bucket_of(self, values: Any) -> np.ndarray:

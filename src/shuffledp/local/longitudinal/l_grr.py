@@ -43,7 +43,7 @@ import numpy as np
 
 from ...core.errors import ValidationError
 from ...core.estimate import Estimate
-from ...core.privacy import PrivacyStatement
+from ...core.privacy import PrivacyStatement, format_up
 from ...core.validation import check_epsilon, check_int_values
 from ..base import FrequencyOracle, Reports, check_n
 from ..bits import calibrate_probability, log_ratio_up
@@ -147,8 +147,8 @@ class LongitudinalGRR(LongitudinalMixin, FrequencyOracle):
     def _privacy(self) -> PrivacyStatement:
         """``eps_perm``-LDP for any number of reports of one value; one report ``eps_1``-LDP (note)."""
         return PrivacyStatement(self.epsilon_perm, 0.0, "local", "replace_one",
-                                note=f"{type(self).__name__}: eps_perm={self.epsilon_perm:.9g} (unbounded reports of "
-                                     f"one value, memoized PRR); eps_1={self.epsilon_one:.9g} (one report); "
+                                note=f"{type(self).__name__}: eps_perm={format_up(self.epsilon_perm, 9)} (unbounded reports of "
+                                     f"one value, memoized PRR); eps_1={format_up(self.epsilon_one, 9)} (one report); "
                                      f"s distinct values: min(s, {self.d}) eps_perm")
 
     # --- client ------------------------------------------------------------------------

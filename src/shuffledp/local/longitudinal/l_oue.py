@@ -7,7 +7,8 @@ Client, one user with value ``v`` in ``[0, d)``:
 2. instantaneous (fresh every report), per bit: ``P(S_i = 1 | B_i = 1) = p2 = 1/2``,
    ``P(S_i = 1 | B_i = 0) = q2``, the smaller root of
    ``4 E_perm (E_1 - 1) q^2 - 2 (3 E_1 E_perm - E_1 - E_perm - 1) q + (2 E_perm + 1 - 3 E_1) = 0``
-   (``E = e^eps``), which makes the composed one-report channel exactly ``eps_1``-LDP.
+   (``E = e^eps``), which makes the composed one-report channel exactly ``eps_1``-LDP; it exists
+   (``q2 > 0``) only for ``e^{eps_1} < (2 e^{eps_perm} + 1) / 3``, the loss of the chain at ``q2 = 0``.
 
 Guarantees
 ----------
@@ -39,7 +40,7 @@ import numpy as np
 
 from ...core.errors import ValidationError
 from ...core.estimate import Estimate
-from ...core.privacy import PrivacyStatement
+from ...core.privacy import PrivacyStatement, format_up
 from ...core.validation import check_int_values
 from ..base import FrequencyOracle, Reports, check_n
 from ..bits import calibrate_probability, log_ratio_up, packed_bits_at, set_bits
@@ -95,6 +96,11 @@ class LongitudinalOUE(LongitudinalMixin, FrequencyOracle):
         self.key_space = self.d
         self.n_bytes = self.answer_width = (self.d + 7) // 8
         ep = math.exp(e_perm)
+        if math.exp(e_one) >= (2 * ep + 1) / 3:
+            # with p2 = 1/2 the composed ratio is at most (2 - q1) / (3 q1) = (2 e^eps_perm + 1) / 3 (at q2 = 0)
+            raise ValidationError(f"L-OUE needs e^epsilon_one < (2 e^epsilon + 1) / 3, i.e. epsilon_one < "
+                                  f"{math.log((2 * ep + 1) / 3):.6g} at epsilon={e_perm:g}; got {e_one:g}",
+                                  parameter="epsilon_one")
         self._q1, self.epsilon_perm = calibrate_probability(1.0 / (ep + 1.0), e_perm, lambda q: (1 - q) / q, "up",
                                                             precision=PRECISION)
         q1 = self._q1
@@ -115,8 +121,8 @@ class LongitudinalOUE(LongitudinalMixin, FrequencyOracle):
     def _privacy(self) -> PrivacyStatement:
         """``eps_perm``-LDP for any number of reports of one value; one report ``eps_1``-LDP (note)."""
         return PrivacyStatement(self.epsilon_perm, 0.0, "local", "replace_one",
-                                note=f"{type(self).__name__}: eps_perm={self.epsilon_perm:.9g} (unbounded reports of "
-                                     f"one value, memoized PRR); eps_1={self.epsilon_one:.9g} (one report); "
+                                note=f"{type(self).__name__}: eps_perm={format_up(self.epsilon_perm, 9)} (unbounded reports of "
+                                     f"one value, memoized PRR); eps_1={format_up(self.epsilon_one, 9)} (one report); "
                                      f"s distinct values: min(s, {self.d}) eps_perm")
 
     # --- client ------------------------------------------------------------------------

@@ -41,7 +41,7 @@ import numpy as np
 
 from ...core.errors import ValidationError
 from ...core.estimate import Estimate
-from ...core.privacy import PrivacyStatement
+from ...core.privacy import PrivacyStatement, format_up
 from ...core.validation import check_int_values, check_positive_int
 from ..base import FrequencyOracle, Reports, check_n
 from ..hashing import LocalHashing, affine_hash
@@ -115,8 +115,8 @@ class LOLOHA(LongitudinalMixin, FrequencyOracle):
     def _privacy(self) -> PrivacyStatement:
         """``eps_perm``-LDP per hashed value for any number of reports; one report ``eps_1``-LDP (note)."""
         return PrivacyStatement(self.epsilon_perm, 0.0, "local", "replace_one",
-                                note=f"LOLOHA(g={self.g}): eps_perm={self.epsilon_perm:.9g} (unbounded reports of one "
-                                     f"hashed value, memoized PRR); eps_1={self.epsilon_one:.9g} (one report); any "
+                                note=f"LOLOHA(g={self.g}): eps_perm={format_up(self.epsilon_perm, 9)} (unbounded reports of one "
+                                     f"hashed value, memoized PRR); eps_1={format_up(self.epsilon_one, 9)} (one report); any "
                                      f"value sequence: <= {self.g} eps_perm")
 
     # --- client ------------------------------------------------------------------------

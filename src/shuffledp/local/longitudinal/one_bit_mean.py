@@ -48,7 +48,7 @@ import numpy as np
 
 from ...core.errors import ValidationError
 from ...core.estimate import Estimate
-from ...core.privacy import PrivacyStatement
+from ...core.privacy import PrivacyStatement, format_up
 from ...core.validation import check_positive_int, check_probability
 from ..base import MeanOracle, Reports, check_n
 from ..bits import grid_fraction, log_ratio_up
@@ -128,8 +128,8 @@ class OneBitMean(LongitudinalMixin, MeanOracle):
         """``effective_epsilon``-LDP per report and for any number of reports at one rounded level."""
         return PrivacyStatement(self.effective_epsilon, 0.0, "local", "replace_one",
                                 note=f"OneBitMean(levels={self.levels}, gamma={self.gamma:g}): eps_perm="
-                                     f"{self.epsilon_perm:.9g} (memoized bit per rounded level, any number of reports "
-                                     f"at one level); eps_1={self.epsilon_one:.9g} (one report); s levels: s eps_perm")
+                                     f"{format_up(self.epsilon_perm, 9)} (memoized bit per rounded level, any number of reports "
+                                     f"at one level); eps_1={format_up(self.epsilon_one, 9)} (one report); s levels: s eps_perm")
 
     # --- client ------------------------------------------------------------------------
     def setup(self, n: int, rng: np.random.Generator) -> np.ndarray:
