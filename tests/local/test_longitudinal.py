@@ -473,3 +473,20 @@ def test_alpha_rounding_goes_to_a_neighbouring_level(x, a):
     assert math.floor(u) <= j <= min(7, math.floor(u) + 1)
     if float(u).is_integer():
         assert j == int(u)
+
+
+@pytest.mark.parametrize("buckets,bits", [(16, 3), (5, 3), (6, 6)])
+def test_dbitflip_setup_is_a_uniform_subset(buckets, bits):
+    """Both samplers (rejection for bits^2 <= buckets, sorted keys otherwise) give every subset
+    probability 1 / binom(buckets, bits): chi-square goodness of fit at alpha = 1e-6."""
+    m = DBitFlip(1.0, buckets, bits=bits)
+    n = 60_000
+    j = m.setup(n, np.random.default_rng(41))
+    assert j.shape == (n, bits) and np.all(np.diff(j, axis=1) > 0) and j.min() >= 0 and j.max() < buckets
+    code = (j * buckets ** np.arange(bits)).sum(axis=1)
+    _, counts = np.unique(code, return_counts=True)
+    cells = math.comb(buckets, bits)
+    assert counts.size == cells
+    if cells > 1:
+        chi2 = ((counts - n / cells) ** 2 / (n / cells)).sum()
+        assert chi2 < stats.chi2.isf(1e-6, cells - 1)

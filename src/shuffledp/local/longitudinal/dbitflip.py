@@ -54,7 +54,7 @@ class DBitFlip(LongitudinalMixin, FrequencyOracle):
     number of reports while the state is unchanged are too, and a user visiting ``s`` states loses
     at most ``min(s, bits + 1, buckets) epsilon``; state changes are visible.
     Source: Ding, Kulkarni, Yekhanin, NeurIPS 2017 (dBitFlip, memoization).
-    Cost: O(n buckets) to draw the setup (chunked), O(n bits) to encode and aggregate;
+    Cost: O(n bits) to draw the setup (O(n buckets) when bits^2 > buckets), encode and aggregate;
     ``bits (ceil(log2 buckets) + 1)`` bits per report.
 
     Parameters
@@ -106,16 +106,32 @@ class DBitFlip(LongitudinalMixin, FrequencyOracle):
 
     # --- client ------------------------------------------------------------------------
     def setup(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        """``bits`` distinct buckets per user, sorted, uniform without replacement: ``(n, bits)``."""
-        out = np.empty((n, self.bits), dtype=np.int64)
-        step = max(1, DEFAULT_CHUNK * 16 // self.buckets)
+        """``bits`` distinct buckets per user, sorted, uniform without replacement: ``(n, bits)``.
+
+        When ``bits^2 <= buckets`` rows of ``bits`` independent uniform buckets are redrawn until
+        they hold no repeat (rejection keeps every ordered distinct tuple equally likely; a row is
+        accepted with probability >= 1/2), O(n bits); otherwise the ``bits`` smallest of
+        ``buckets`` uniform keys per user, O(n buckets) in chunks.
+        """
+        k, b = self.buckets, self.bits
+        if b * b <= k:
+            out = rng.integers(0, k, size=(n, b), dtype=np.int64)
+            out.sort(axis=1)
+            todo = np.flatnonzero((np.diff(out, axis=1) == 0).any(axis=1)) if b > 1 else np.zeros(0, dtype=np.int64)
+            while todo.size:
+                cand = np.sort(rng.integers(0, k, size=(todo.size, b), dtype=np.int64), axis=1)
+                ok = ~(np.diff(cand, axis=1) == 0).any(axis=1)
+                out[todo[ok]] = cand[ok]
+                todo = todo[~ok]
+            return out
+        out = np.empty((n, b), dtype=np.int64)
+        step = max(1, DEFAULT_CHUNK * 16 // k)
         for lo in range(0, n, step):  # chunks of users bound the (chunk, buckets) keys
             hi = min(n, lo + step)
-            keys = rng.random((hi - lo, self.buckets))
-            if self.bits < self.buckets:
-                sel = np.argpartition(keys, self.bits - 1, axis=1)[:, :self.bits]
+            if b < k:
+                sel = np.argpartition(rng.random((hi - lo, k)), b - 1, axis=1)[:, :b]
             else:
-                sel = np.broadcast_to(np.arange(self.buckets), (hi - lo, self.buckets))
+                sel = np.broadcast_to(np.arange(k), (hi - lo, k))
             out[lo:hi] = np.sort(sel, axis=1)
         return out
 
