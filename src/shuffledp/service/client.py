@@ -364,13 +364,9 @@ class ShuffleDPClient:
         return rep, eps
 
     def _report_epsilon(self) -> float:
-        """The local eps one fresh report costs (the protocol's or the mechanism's statement)."""
-        obj = self.protocol if self.protocol is not None else self.mech
-        try:
-            st = obj.privacy()
-        except Exception:  # noqa: BLE001 - a mechanism without a local statement (test, central)
-            return 0.0
-        return float(st.eps) if st.model == "local" else float(getattr(obj, "epsilon", 0.0) or 0.0)
+        """The local eps one fresh report costs: the task's eps0 (``inf`` where it has no local
+        guarantee: test and central-mode mechanisms, protocols without a local randomizer)."""
+        return float(self.cfg.eps_local)
 
     def _longitudinal_message(self, value: Any, rng: np.random.Generator) -> tuple[dict[str, np.ndarray], float]:
         """Memoized setup and permanent answer, fresh instantaneous randomization."""
@@ -722,8 +718,9 @@ class _SealedMemo:
             return
         for task, value, message in self.db.execute("SELECT task, value, message FROM memo").fetchall():
             slot = self._slot(task, b"msg", value.encode())
+            payload = json.dumps({"message": json.loads(message)}).encode()
             self.db.execute("INSERT OR IGNORE INTO memo_sealed VALUES (?,?,?)",
-                            (task, slot, self._seal(task + slot, json.dumps({"message": json.loads(message)}).encode())))
+                            (task, slot, self._seal(task + slot, payload)))
         self.db.execute("DELETE FROM memo")
         self.db.execute("DROP TABLE memo")
 

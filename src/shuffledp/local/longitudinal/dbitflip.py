@@ -97,8 +97,9 @@ class DBitFlip(LongitudinalMixin, FrequencyOracle):
         """``effective_epsilon``-LDP per report and for any number of memoized reports of one state."""
         return PrivacyStatement(self.effective_epsilon, 0.0, "local", "replace_one",
                                 note=f"DBitFlip(buckets={self.buckets}, bits={self.bits}): eps_perm = eps_1 = "
-                                     f"{format_up(self.effective_epsilon, 9)} (memoized per state, no fresh randomness: state "
-                                     f"changes are visible); s states: min(s, {min(self.bits + 1, self.buckets)}) eps")
+                                     f"{format_up(self.effective_epsilon, 9)} (memoized per state, no fresh "
+                                     f"randomness: state changes are visible); s states: "
+                                     f"min(s, {min(self.bits + 1, self.buckets)}) eps")
 
     def bucket_of(self, values: Any) -> np.ndarray:
         """``floor(v buckets / d)`` of each value."""

@@ -146,9 +146,10 @@ class LongitudinalGRR(LongitudinalMixin, FrequencyOracle):
 
     def _privacy(self) -> PrivacyStatement:
         """``eps_perm``-LDP for any number of reports of one value; one report ``eps_1``-LDP (note)."""
+        ep, e1 = format_up(self.epsilon_perm, 9), format_up(self.epsilon_one, 9)
         return PrivacyStatement(self.epsilon_perm, 0.0, "local", "replace_one",
-                                note=f"{type(self).__name__}: eps_perm={format_up(self.epsilon_perm, 9)} (unbounded reports of "
-                                     f"one value, memoized PRR); eps_1={format_up(self.epsilon_one, 9)} (one report); "
+                                note=f"{type(self).__name__}: eps_perm={ep} (unbounded reports of "
+                                     f"one value, memoized PRR); eps_1={e1} (one report); "
                                      f"s distinct values: min(s, {self.d}) eps_perm")
 
     # --- client ------------------------------------------------------------------------

@@ -25,8 +25,8 @@ collision probability (``~ 1/g``; the paper's ``q1 = 1/g`` is the ideal-hash val
 
 ``g``: BiLOLOHA is ``g = 2``; OLOLOHA (the default) is ``g = max(2, rint(g*))`` with the paper's
 minimizer of the approximate variance,
-``g* = [sqrt(e^{4a} - 14 e^{2a} - 12 e^{2a(al+1)} + 12 e^{a(al+1)} + 12 e^{a(al+3)} + 1) - e^{2a} + 6 e^a - 6 e^{al a} + 1]
-/ [6 (e^a - e^{al a})]`` with ``a = eps_perm`` and ``al = eps_1 / eps_perm``.
+``g* = [sqrt(e^{4a} - 14 e^{2a} - 12 e^{2a(al+1)} + 12 e^{a(al+1)} + 12 e^{a(al+3)} + 1)
+- e^{2a} + 6 e^a - 6 e^{al a} + 1] / [6 (e^a - e^{al a})]`` with ``a = eps_perm`` and ``al = eps_1 / eps_perm``.
 
 Source: Arcolezi, Pinzon, Palamidessi, Gambs, "Frequency Estimation of Evolving Data Under Local
 Differential Privacy", EDBT 2023 (arXiv 2210.00262); the authors' code hharcolezi/LOLOHA.
@@ -114,9 +114,10 @@ class LOLOHA(LongitudinalMixin, FrequencyOracle):
 
     def _privacy(self) -> PrivacyStatement:
         """``eps_perm``-LDP per hashed value for any number of reports; one report ``eps_1``-LDP (note)."""
+        ep, e1 = format_up(self.epsilon_perm, 9), format_up(self.epsilon_one, 9)
         return PrivacyStatement(self.epsilon_perm, 0.0, "local", "replace_one",
-                                note=f"LOLOHA(g={self.g}): eps_perm={format_up(self.epsilon_perm, 9)} (unbounded reports of one "
-                                     f"hashed value, memoized PRR); eps_1={format_up(self.epsilon_one, 9)} (one report); any "
+                                note=f"LOLOHA(g={self.g}): eps_perm={ep} (unbounded reports of one "
+                                     f"hashed value, memoized PRR); eps_1={e1} (one report); any "
                                      f"value sequence: <= {self.g} eps_perm")
 
     # --- client ------------------------------------------------------------------------

@@ -126,10 +126,11 @@ class OneBitMean(LongitudinalMixin, MeanOracle):
 
     def _privacy(self) -> PrivacyStatement:
         """``effective_epsilon``-LDP per report and for any number of reports at one rounded level."""
+        ep, e1 = format_up(self.epsilon_perm, 9), format_up(self.epsilon_one, 9)
         return PrivacyStatement(self.effective_epsilon, 0.0, "local", "replace_one",
-                                note=f"OneBitMean(levels={self.levels}, gamma={self.gamma:g}): eps_perm="
-                                     f"{format_up(self.epsilon_perm, 9)} (memoized bit per rounded level, any number of reports "
-                                     f"at one level); eps_1={format_up(self.epsilon_one, 9)} (one report); s levels: s eps_perm")
+                                note=f"OneBitMean(levels={self.levels}, gamma={self.gamma:g}): eps_perm={ep} "
+                                     f"(memoized bit per rounded level, any number of reports at one level); "
+                                     f"eps_1={e1} (one report); s levels: s eps_perm")
 
     # --- client ------------------------------------------------------------------------
     def setup(self, n: int, rng: np.random.Generator) -> np.ndarray:
