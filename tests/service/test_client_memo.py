@@ -222,3 +222,25 @@ def test_plaintext_memo_of_an_older_store_is_sealed_on_open(tmp_path):
     c.close()
     raw = b"".join(p.read_bytes() for p in tmp_path.glob("c.db*") if not p.name.endswith(".memo-key"))
     assert message.encode() not in raw
+
+
+def test_rappor_task_memoizes_the_prr_and_draws_the_irr_fresh(tmp_path):
+    """RAPPOR in the SDK: the PRR of a value (and the cohort) survive a restart; each report's IRR is
+    fresh, so reports of one value differ while their permanent answer does not."""
+    cfg, keys = _task("rappor", {"d": 32, "k": 64, "m": 4}, eps=4.0), _keys()
+    key = os.urandom(32)
+    c = _client(cfg, keys, tmp_path / "c.db", memo_key=key)
+    for i in range(6):
+        c.report(7, now=1_700_000_000.0 + i)
+    prr = c.permanent_answer(7)
+    pts = [row[0] for row in c.db.execute("SELECT plaintext FROM outbox WHERE kind=0").fetchall()]
+    assert len(set(pts)) == 6
+    reports = cfg.report_schema.decode(np.frombuffer(b"".join(pts), dtype=np.uint8).reshape(6, -1))[0]
+    assert len({b.tobytes() for b in reports["bits"]}) > 1   # the IRR is redrawn (p = 0.5, q = 0.75, 64 bits)
+    assert len(set(reports["cohort"].tolist())) == 1          # one cohort per client, kept
+    m = c.mech
+    assert c.privacy_spent() == pytest.approx(min(m.epsilon_inf, 6 * m.epsilon_one))
+    c.close()
+    c = _client(cfg, keys, tmp_path / "c.db", memo_key=key)
+    np.testing.assert_array_equal(c.permanent_answer(7), prr)
+    c.close()

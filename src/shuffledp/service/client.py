@@ -327,6 +327,10 @@ class ShuffleDPClient:
             self.db.execute("ALTER TABLE outbox ADD COLUMN kind INTEGER NOT NULL DEFAULT 0")
         self.memo = _SealedMemo(self.db, _memo_key(state_path, memo_key), self.cfg.task_id)
         self._longitudinal = self.mech is not None and _is_longitudinal(self.mech)
+        #: the longitudinal view of the mechanism (RAPPOR through an adapter: cohort as setup, PRR as
+        #: the permanent answer, IRR fresh per report)
+        self._long = (_RapporLongitudinal(self.mech) if type(self.mech).__name__ == "Rappor" else self.mech) \
+            if self._longitudinal else None
 
     # ------------------------------------------------------------------ budget
     def _periods(self, now: float) -> tuple[str, str]:
@@ -370,7 +374,7 @@ class ShuffleDPClient:
 
     def _longitudinal_message(self, value: Any, rng: np.random.Generator) -> tuple[dict[str, np.ndarray], float]:
         """Memoized setup and permanent answer, fresh instantaneous randomization."""
-        mech = self.mech
+        mech = self._long
         x = mech.check_values(np.asarray([value]))
         setup_slot = self.memo.slot(b"setup")
         entry = self.memo.get(setup_slot)
@@ -401,8 +405,9 @@ class ShuffleDPClient:
         setup = self.memo.get(self.memo.slot(b"setup"))
         if setup is None:
             return None
-        s = np.asarray(setup["setup"], dtype=np.int64).reshape(1, self.mech.setup_width)
-        key = int(self.mech.memo_keys(self.mech.check_values(np.asarray([value])), s)[0])
+        mech = self._long
+        s = np.asarray(setup["setup"], dtype=np.int64).reshape(1, mech.setup_width)
+        key = int(mech.memo_keys(mech.check_values(np.asarray([value])), s)[0])
         entry = self.memo.get(self.memo.slot(b"perm", str(key).encode()))
         return None if entry is None else np.asarray(entry["answer"], dtype=entry["dtype"])
 
@@ -638,7 +643,33 @@ class ShuffleDPClient:
 
 def _is_longitudinal(mech: Any) -> bool:
     from ..local.longitudinal import LongitudinalMixin
-    return isinstance(mech, LongitudinalMixin)
+    return isinstance(mech, LongitudinalMixin) or type(mech).__name__ == "Rappor"
+
+
+class _RapporLongitudinal:
+    """RAPPOR (:class:`shuffledp.local.rappor.Rappor`) in the longitudinal client contract: the
+    cohort is the setup, the memoized PRR bits of a value its permanent answer (``eps_inf``), the
+    IRR is drawn fresh for every report (one report: ``eps_1``)."""
+
+    setup_width = 1
+
+    def __init__(self, mech: Any) -> None:
+        self.mech = mech
+        self.answer_width = mech.n_bytes
+        self.epsilon_perm, self.epsilon_one = float(mech.epsilon_inf), float(mech.epsilon_one)
+        self.check_values = mech.check_values
+
+    def setup(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return rng.integers(0, self.mech.m, size=(n, 1), dtype=np.int64)
+
+    def memo_keys(self, x: np.ndarray, setup: np.ndarray) -> np.ndarray:
+        return np.asarray(x, dtype=np.int64)
+
+    def permanent(self, keys: np.ndarray, setup: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return self.mech.permanent(keys, rng, np.asarray(setup)[:, 0])
+
+    def instantaneous(self, answers: np.ndarray, setup: np.ndarray, rng: np.random.Generator) -> dict:
+        return {"cohort": np.asarray(setup)[:, 0].astype(np.int64), "bits": self.mech._irr(answers, rng)}
 
 
 def _encode_message(rep: dict[str, np.ndarray]) -> dict:
