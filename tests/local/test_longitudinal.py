@@ -352,12 +352,50 @@ def test_memo_refuses_another_layout_and_memo_without_users():
     assert e.value.parameter == "memo"
 
 
+@pytest.mark.parametrize("eps,eps1,d", [(2.0, 1.0, 2), (2.0, 1.0, 5), (3.0, 0.2, 4), (4.0, 1.0, 3), (1.0, 0.3, 2)])
+def test_r_reports_of_one_value_are_within_key_epsilon_exactly(eps, eps1, d):
+    """The joint law of r reports sharing one permanent answer, over every output sequence: its loss
+    is at most key_epsilon(r) = min(eps_perm, r eps_irr) (eps_1 for r = 1) and at most eps_perm."""
+    m = LongitudinalGRR(eps, d, eps1)
+    P1 = np.full((d, d), m.q1)
+    np.fill_diagonal(P1, m.p1)   # P(B | x)
+    P2 = np.full((d, d), m.q2)
+    np.fill_diagonal(P2, m.p2)   # P(y | B)
+    for r in (1, 2, 3, 4):
+        seqs = np.array(list(itertools.product(range(d), repeat=r)))
+        joint = P1 @ np.prod(P2[:, seqs], axis=2)   # (x, sequence)
+        assert joint.sum(axis=1) == pytest.approx(np.ones(d))
+        loss = _log_ratio(joint)
+        assert loss <= m.transcript_epsilon([r]) + EXACT_TOL <= m.epsilon_perm + 2 * EXACT_TOL
+        if (eps, eps1, d) == (3.0, 0.2, 4) and r == 2:
+            assert loss > 2 * m.epsilon_one + 1e-3   # r eps_1 would understate the loss (0.3709 > 0.3687)
+
+
+def test_one_bit_mean_r_reports_with_output_perturbation_within_key_epsilon():
+    m = OneBitMean(2.0, levels=4, gamma=0.15)
+    xs = [-1.0, -0.3, 0.0, 0.55, 1.0]
+    pb = np.array([float(m.probabilities({"b": np.array([1])}, x)[0]) for x in xs])  # marginal P[b=1]
+    g = m.gamma
+    pB = (pb - g) / (1 - 2 * g)   # P[B = 1 | x] of the memoized bit (alpha marginalized)
+    for r in (1, 2, 3, 6):
+        ones = np.arange(r + 1)   # a sequence's law depends on its number of ones only
+        f1 = (1 - g) ** ones * g ** (r - ones)
+        f0 = g ** ones * (1 - g) ** (r - ones)
+        joint = pB[:, None] * f1[None, :] + (1 - pB[:, None]) * f0[None, :]
+        assert _log_ratio(joint) <= m.transcript_epsilon([r]) + EXACT_TOL
+
+
 def test_longitudinal_budget_accounting():
     m = LOLOHA(2.0, 100, 1.0, g=3)
     assert m.longitudinal_epsilon(1) == m.epsilon_perm
     assert m.longitudinal_epsilon(50) == 3 * m.epsilon_perm  # at most g hashed values
     assert LongitudinalGRR(2.0, 5, 1.0).longitudinal_epsilon(9) == pytest.approx(5 * 2.0)
     assert transcript_epsilon([1, 10, 0], 2.0, 0.5) == pytest.approx(0.5 + 2.0)
+    assert transcript_epsilon([1, 3, 100], 2.0, 0.5, 0.6) == pytest.approx(0.5 + 1.8 + 2.0)
+    g = LongitudinalGRR(2.0, 16, 0.5)
+    assert g.transcript_epsilon([1]) == pytest.approx(g.epsilon_one)
+    assert g.transcript_epsilon([2]) == pytest.approx(min(g.epsilon_perm, 2 * g.epsilon_irr))
+    assert LongitudinalOUE(2.0, 8, 1.0).transcript_epsilon([2]) == pytest.approx(2.0)  # bit vector: eps_perm
     assert DBitFlip(1.0, 10, bits=1).longitudinal_epsilon(7) == pytest.approx(2 * 1.0)
     with pytest.raises(ValidationError):
         transcript_epsilon([-1], 2.0, 0.5)

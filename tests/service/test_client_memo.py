@@ -131,8 +131,9 @@ def test_sigkill_between_reports_keeps_the_permanent_answer(tmp_path, name, para
     assert c.permanent_answer(77).tobytes().hex() == answers[0]
     assert c.permanent_answer(5) is None
     assert c.pending() >= 8   # every printed report was queued (durably) with its answer (nothing flushed)
-    # one value, r reports: min(eps_perm, r eps_1), not r eps_1
-    assert c.privacy_spent() == pytest.approx(min(c.mech.epsilon_perm, c.pending() * c.mech.epsilon_one))
+    # one value, r reports: the longitudinal bound of one memo key, never more than eps_perm
+    assert c.privacy_spent() == pytest.approx(c.mech.transcript_epsilon([c.pending()]))
+    assert c.privacy_spent() <= c.mech.epsilon_perm
     c.close()
     # at rest: no plaintext answer, no payload field names, key file private
     raw = b"".join(p.read_bytes() for p in tmp_path.glob("client.db*") if p.suffix != ".memo-key"
@@ -181,8 +182,10 @@ def test_privacy_ledger_uses_the_longitudinal_guarantee(tmp_path):
     t = 1_700_000_000.0
     c.report(4, now=t)
     assert c.privacy_spent() == pytest.approx(e_one)
+    c.report(4, now=t + 1)   # two reports share the permanent answer: min(eps_perm, 2 eps_irr), not 2 eps_1
+    assert c.privacy_spent() == pytest.approx(min(e_perm, 2 * c.mech.epsilon_irr))
     for i in range(20):   # unbounded reports of one value: capped at eps_perm
-        c.report(4, now=t + i)
+        c.report(4, now=t + 2 + i)
     assert c.privacy_spent() == pytest.approx(e_perm) and e_perm <= 2.0
     pending = c.pending()
     with pytest.raises(BudgetExceededError) as info:   # a new value would add eps_1 beyond max_epsilon
@@ -239,7 +242,7 @@ def test_rappor_task_memoizes_the_prr_and_draws_the_irr_fresh(tmp_path):
     assert len({b.tobytes() for b in reports["bits"]}) > 1   # the IRR is redrawn (p = 0.5, q = 0.75, 64 bits)
     assert len(set(reports["cohort"].tolist())) == 1          # one cohort per client, kept
     m = c.mech
-    assert c.privacy_spent() == pytest.approx(min(m.epsilon_inf, 6 * m.epsilon_one))
+    assert c.privacy_spent() == pytest.approx(m.epsilon_inf)   # r >= 2 reports of a bit-vector PRR: eps_inf
     c.close()
     c = _client(cfg, keys, tmp_path / "c.db", memo_key=key)
     np.testing.assert_array_equal(c.permanent_answer(7), prr)

@@ -21,9 +21,10 @@
   answers are stored in the clear (``PRAGMA secure_delete`` overwrites replaced entries). A store
   whose entries the key cannot open is refused, never silently redrawn.
 - Privacy ledger (:meth:`ShuffleDPClient.privacy_spent`): the eps this client's reports have cost.
-  Where the longitudinal guarantee applies, the reports about one memo key cost
-  ``min(eps_perm, r eps_1)`` however many they are (``r`` reports); a memoized message costs its
-  eps once; otherwise every report costs its eps. ``max_epsilon`` caps it.
+  Where the longitudinal guarantee applies, the reports about one memo key cost ``eps_1`` for one
+  report and at most ``eps_perm`` however many they are (``min(eps_perm, r eps_irr)`` where the fresh
+  layer acts on one permanent symbol: :func:`shuffledp.local.longitudinal.key_epsilon`); a memoized
+  message costs its eps once; otherwise every report costs its eps. ``max_epsilon`` caps it.
 - Outbox: each sealed envelope is stored (SQLite, WAL, synchronous=FULL) before upload; ``flush``
   uploads oldest first in requests sized to fit the shuffler's body limit, deletes on 200
   (accepted or duplicate), splits a request refused with 413, and keeps and retries (jittered
@@ -393,8 +394,10 @@ class ShuffleDPClient:
             answer = np.asarray(entry["answer"], dtype=entry["dtype"]).reshape(1, mech.answer_width)
             reports = int(entry["reports"])
         self.memo.put(perm_slot, {"answer": answer.tolist(), "dtype": answer.dtype.str, "reports": reports + 1})
-        eps_perm, eps_one = float(mech.epsilon_perm), float(mech.epsilon_one)
-        added = min(eps_perm, (reports + 1) * eps_one) - min(eps_perm, reports * eps_one)
+        from ..local.longitudinal import key_epsilon
+        loss = key_epsilon([reports, reports + 1], float(mech.epsilon_perm), float(mech.epsilon_one),
+                           getattr(mech, "epsilon_irr", None))
+        added = float(loss[1] - loss[0])
         return mech.instantaneous(answer, setup, rng), added
 
     def permanent_answer(self, value: Any) -> np.ndarray | None:

@@ -15,8 +15,8 @@ from .dbitflip import DBitFlip
 from .l_grr import LongitudinalGRR, irr_epsilon
 from .l_oue import LongitudinalOUE
 from .loloha import LOLOHA, optimal_g
-from .memo import LongitudinalMixin, Memo, transcript_epsilon
+from .memo import LongitudinalMixin, Memo, key_epsilon, transcript_epsilon
 from .one_bit_mean import OneBitMean
 
 __all__ = ["DBitFlip", "LongitudinalGRR", "LongitudinalOUE", "LOLOHA", "OneBitMean", "Memo", "LongitudinalMixin",
-           "transcript_epsilon", "irr_epsilon", "optimal_g"]
+           "transcript_epsilon", "key_epsilon", "irr_epsilon", "optimal_g"]

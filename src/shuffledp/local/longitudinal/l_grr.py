@@ -16,6 +16,8 @@ Guarantees
   ``ln(sigma1 / sigma0)`` equals ``eps_1`` for ``k = 2`` and is below it for ``k > 2`` (the
   papers' IRR formula is the inverse of binary-RR composition); the statement carries the exact
   value, computed in rational arithmetic from the sampled probabilities;
+* ``r >= 2`` reports of one value: ``min(eps_perm, r eps_irr)`` with ``eps_irr = ln(p2/q2)`` (a mixture
+  over ``B`` of product laws; ``r eps_1`` is not a bound, the reports share ``B``);
 * a user who reports ``s`` distinct values over time: at most ``min(s, k) eps_perm``.
 
 Estimator: the one-report channel is a pure protocol with ``p* = sigma1``, ``q* = sigma0``, so
@@ -96,6 +98,8 @@ class ChainedGRR:
         self.p2, eps_one = calibrate_probability(e2 / (e2 + others), epsilon_one, composed, "down",
                                                  parameter="epsilon_one")
         self.q2 = (1 - self.p2) / others
+        #: loss of the instantaneous GRR alone (on the permanent symbol): ln(p2 / q2), rounded up
+        self.epsilon_irr = log_ratio_up(self.p2 / self.q2)
         self.sigma1 = p1 * self.p2 + others * q1 * self.q2
         self.sigma0 = q1 * self.p2 + p1 * self.q2 + (m - 2) * q1 * self.q2
         self.epsilon_one = min(eps_one, log_ratio_up(self.sigma1 / self.sigma0))
@@ -139,6 +143,7 @@ class LongitudinalGRR(LongitudinalMixin, FrequencyOracle):
         self.epsilon_one_target = e_one
         self.chain = ChainedGRR(self.epsilon, e_one, self.d)
         self.epsilon_perm, self.epsilon_one = self.chain.epsilon_perm, self.chain.epsilon_one
+        self.epsilon_irr = self.chain.epsilon_irr
         self.key_space = self.d
         self.p1, self.q1 = float(self.chain.p1), float(self.chain.q1)
         self.p2, self.q2 = float(self.chain.p2), float(self.chain.q2)

@@ -104,6 +104,7 @@ class LOLOHA(LongitudinalMixin, FrequencyOracle):
         self.n_seeds = self.hashing.n_seeds
         self.chain = ChainedGRR(self.epsilon, e_one, self.g)
         self.epsilon_perm, self.epsilon_one = self.chain.epsilon_perm, self.chain.epsilon_one
+        self.epsilon_irr = self.chain.epsilon_irr
         self.p1, self.q1 = float(self.chain.p1), float(self.chain.q1)
         self.p2, self.q2 = float(self.chain.p2), float(self.chain.q2)
         self.sigma1, self.sigma0 = float(self.chain.sigma1), float(self.chain.sigma0)

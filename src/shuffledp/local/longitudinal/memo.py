@@ -32,7 +32,7 @@ import numpy as np
 from ...core.errors import ValidationError
 from ...core.validation import check_int_values
 
-__all__ = ["Memo", "LongitudinalMixin", "transcript_epsilon"]
+__all__ = ["Memo", "LongitudinalMixin", "transcript_epsilon", "key_epsilon"]
 
 #: Largest user id a memo accepts (ids are combined with the memo key in one int64).
 MAX_USER = (1 << 62) - 1
@@ -136,18 +136,34 @@ class Memo:
         return f"Memo(users={self._users.size}, answers={self._keys.size})"
 
 
-def transcript_epsilon(reports_per_key: Any, epsilon_perm: float, epsilon_one: float) -> float:
+def key_epsilon(reports: Any, epsilon_perm: float, epsilon_one: float, epsilon_irr: float | None = None) -> Any:
+    """Privacy loss of ``reports`` reports about one memo key (vectorized over ``reports``).
+
+    * 0 reports: 0; one report: ``min(epsilon_perm, epsilon_one)`` (the composed one-report channel);
+    * ``r >= 2`` reports: ``epsilon_perm`` (all are post-processing of the one permanent answer), or
+      ``min(epsilon_perm, r epsilon_irr)`` when the instantaneous layer is a channel of loss
+      ``epsilon_irr`` applied to a single permanent symbol: the joint law of the ``r`` reports is a
+      mixture over the permanent answer ``B`` of product laws, and the ratio of two mixtures is at
+      most the largest ratio of their components, ``e^{r epsilon_irr}``.
+
+    ``r epsilon_one`` is **not** a bound for ``r >= 2``: the reports share ``B``, and e.g. L-GRR at
+    ``(eps_perm, eps_1, d) = (3, 0.2, 4)`` loses 0.3709 over two reports against ``2 eps_1 = 0.3687``.
+    """
+    r = np.asarray(reports, dtype=np.float64)
+    if r.size and (not np.all(np.isfinite(r)) or r.min() < 0):
+        raise ValidationError("reports per memo key must be non-negative counts", parameter="reports_per_key")
+    many = np.full(r.shape, float(epsilon_perm)) if epsilon_irr is None else np.minimum(epsilon_perm, r * epsilon_irr)
+    return np.where(r <= 0, 0.0, np.where(r < 2, min(epsilon_perm, epsilon_one), np.maximum(many, min(epsilon_perm, epsilon_one))))
+
+
+def transcript_epsilon(reports_per_key: Any, epsilon_perm: float, epsilon_one: float,
+                       epsilon_irr: float | None = None) -> float:
     """Privacy loss of one user's whole transcript, from the number of reports per memo key.
 
-    The reports about one key are post-processing of its permanent answer (``epsilon_perm``) and
-    also ``r`` independent one-report channels (``r * epsilon_one`` by composition); keys are
-    memoized independently, so the loss adds over keys:
-    ``sum_k min(epsilon_perm, r_k epsilon_one)``.
+    Keys are memoized independently (independent permanent answers and coins), so the loss adds
+    over keys: ``sum_k key_epsilon(r_k)`` (:func:`key_epsilon`).
     """
-    r = np.asarray(reports_per_key, dtype=np.float64)
-    if r.size and (not np.all(np.isfinite(r)) or r.min() < 0):
-        raise ValidationError("reports_per_key must be non-negative counts", parameter="reports_per_key")
-    return float(np.minimum(epsilon_perm, r * epsilon_one).sum())
+    return float(np.sum(key_epsilon(reports_per_key, epsilon_perm, epsilon_one, epsilon_irr)))
 
 
 class LongitudinalMixin:
@@ -229,9 +245,13 @@ class LongitudinalMixin:
             raise ValidationError(f"distinct_keys must be >= 0, got {distinct_keys}", parameter="distinct_keys")
         return min(k, self.key_space) * self.epsilon_perm
 
+    #: loss of the instantaneous layer on one permanent symbol, where it is one (GRR chains, a flipped
+    #: bit); ``None`` where the permanent answer is a bit vector (then r >= 2 reports cost eps_perm)
+    epsilon_irr: float | None = None
+
     def transcript_epsilon(self, reports_per_key: Any) -> float:
-        """``sum_k min(epsilon_perm, r_k epsilon_one)`` (:func:`transcript_epsilon`)."""
-        return transcript_epsilon(reports_per_key, self.epsilon_perm, self.epsilon_one)
+        """``sum_k key_epsilon(r_k)`` (:func:`transcript_epsilon`)."""
+        return transcript_epsilon(reports_per_key, self.epsilon_perm, self.epsilon_one, self.epsilon_irr)
 
 
 def log_up(x: float) -> float:

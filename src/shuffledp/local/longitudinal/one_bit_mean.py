@@ -119,6 +119,8 @@ class OneBitMean(LongitudinalMixin, MeanOracle):
         one = (gam + (1 - 2 * gam) * (1 - self._pi0)) / (gam + (1 - 2 * gam) * self._pi0)
         self.epsilon_perm = self.effective_epsilon
         self.epsilon_one = min(self.effective_epsilon, log_ratio_up(one))
+        #: the output perturbation alone flips one bit: ln((1 - gamma) / gamma); none without it
+        self.epsilon_irr = log_ratio_up((1 - gam) / gam) if gam > 0 else None
         self.pi0, self.delta_step, self.gamma = float(self._pi0), float(delta), float(gam)
         self.key_space = K + 1
         #: the per-level probabilities (exact doubles)
