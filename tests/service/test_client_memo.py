@@ -218,6 +218,8 @@ def test_plaintext_memo_of_an_older_store_is_sealed_on_open(tmp_path):
     db.commit()
     db.close()
     c = _client(cfg, keys, tmp_path / "c.db")
+    raw_open = b"".join(p.read_bytes() for p in tmp_path.glob("c.db*") if not p.name.endswith(".memo-key"))
+    assert message.encode() not in raw_open   # already gone while the client is open (checkpointed)
     assert c.memoized_message(5) == {"y": [[6], "<i8"]}
     assert not c.db.execute("SELECT 1 FROM sqlite_master WHERE name='memo'").fetchone()
     c.report(5, now=1_700_000_000.0)   # the migrated message is reused

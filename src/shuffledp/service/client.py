@@ -741,15 +741,17 @@ class _SealedMemo:
             elif self._open(b"check", row[0]) != self._CHECK:
                 raise ConfigError("the client store's memo entries were sealed with another key: refusing to "
                                   "redraw permanent answers (pass the original memo_key)")
-            self._migrate_plaintext()
+            migrated = self._migrate_plaintext()
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
+        if migrated:   # write the zeroed pages back to the main file now: no plaintext left there
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
-    def _migrate_plaintext(self) -> None:
+    def _migrate_plaintext(self) -> bool:
         if not self.db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='memo'").fetchone():
-            return
+            return False
         for task, value, message in self.db.execute("SELECT task, value, message FROM memo").fetchall():
             slot = self._slot(task, b"msg", value.encode())
             payload = json.dumps({"message": json.loads(message)}).encode()
@@ -757,6 +759,7 @@ class _SealedMemo:
                             (task, slot, self._seal(task + slot, payload)))
         self.db.execute("DELETE FROM memo")
         self.db.execute("DROP TABLE memo")
+        return True
 
     def _slot(self, task: bytes, kind: bytes, data: bytes = b"") -> bytes:
         return hmac.new(self._slot_key, len(task).to_bytes(2, "big") + task + kind + b"\x00" + data,
