@@ -13,6 +13,8 @@ Guarantees
 * ``eps_perm`` for unboundedly many reports while ``H_s(v)`` stays the same (``p1 / q1 = e^{eps_perm}``);
 * ``eps_1`` for one report: the chained GRR on ``[g]`` (``sigma1``, ``sigma0`` as in L-GRR with
   ``k = g``), exact loss ``ln(sigma1 / sigma0)`` (``= eps_1`` for ``g = 2``, below it for ``g > 2``);
+* ``r >= 2`` reports with one hashed value: ``min(eps_perm, r ln(p2/q2))`` (a mixture over the
+  permanent answer of product laws; not ``r eps_1``);
 * **whatever the values and however often they change, at most** ``min(s, g) eps_perm`` where
   ``s`` is the number of distinct hashed values the user reported (the paper's longitudinal
   budget ``g eps_perm``, against ``d eps_perm`` for the per-value protocols).

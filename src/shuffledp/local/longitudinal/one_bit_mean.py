@@ -20,6 +20,7 @@ Guarantees
 ----------
 * one report: eps-LDP (``pi`` stays in ``[pi_0, 1 - pi_0]`` and ``(1 - pi_0) / pi_0 <= e^eps``); with
   ``gamma > 0`` it is ``eps_1 = ln[(gamma + (1 - 2 gamma)(1 - pi_0)) / (gamma + (1 - 2 gamma) pi_0)] < eps``;
+* ``r >= 2`` reports at one level with ``gamma > 0``: ``min(eps, r ln((1 - gamma) / gamma))``;
 * memoized: the whole transcript is a function of the memo table and of the sequence of rounded
   levels, so a user whose rounded value does not change is eps-LDP over any number of reports,
   and one who visits ``S`` levels loses at most ``|S| eps`` (``<= (K + 1) eps``). Without output
