@@ -135,7 +135,9 @@ def test_client_encoders_use_the_secure_generator():
     # encode_reports: one secure generator for the whole vectorized call
     assert client.encode_reports(cfg, np.array([1, 2, 3]), 0.0, mech=Spy()).shape[0] == 3
     # the SDK's one-report encode: a fresh secure generator per report
-    sdk = SimpleNamespace(cfg=SimpleNamespace(client_policy=SimpleNamespace(memoize=False)), mech=Spy(), protocol=None)
+    sdk = SimpleNamespace(cfg=SimpleNamespace(client_policy=SimpleNamespace(memoize=False), eps_local=2.0),
+                          mech=Spy(), protocol=None, _longitudinal=False)
+    sdk._report_epsilon = lambda: client.ShuffleDPClient._report_epsilon(sdk)
     client.ShuffleDPClient._message(sdk, 2)
     client.ShuffleDPClient._message(sdk, 2)
     assert len(seen) == 3 and len({id(g) for g in seen}) == 3

@@ -31,7 +31,8 @@ D = 8
 
 
 def test_registry_lists_the_issue_names():
-    assert set(FREQ) == {"grr", "sue", "oue", "rappor", "blh", "olh", "hr", "ss", "cms", "hcms"}
+    assert set(FREQ) == {"grr", "sue", "oue", "rappor", "blh", "olh", "hr", "ss", "cms", "hcms",
+                         "l_grr", "l_oue", "loloha", "dbitflip"}
     assert set(MEAN) == {"duchi", "harmony", "pm", "hm"}
     with pytest.raises(ValidationError, match="unknown frequency oracle"):
         frequency_oracle("nope", 1.0, D)

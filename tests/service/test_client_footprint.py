@@ -37,7 +37,8 @@ def test_client_import_defers_httpx_until_a_client_is_built() -> None:
         capture_output=True, text=True, check=True, timeout=120).stdout)
 
 
-@pytest.mark.parametrize("name", ["grr", "sue", "oue", "rappor", "blh", "olh", "hr", "ss", "cms", "hcms"])
+@pytest.mark.parametrize("name", ["grr", "sue", "oue", "rappor", "blh", "olh", "hr", "ss", "cms", "hcms",
+                                  "l_grr", "l_oue", "loloha", "dbitflip"])
 def test_frequency_report_encoding_pulls_no_server_stack(name: str) -> None:
     # what the SDK does on the device for a frequency task: build the task's mechanism from its
     # configuration, randomize a value and lay the reports out as the plaintext

@@ -105,9 +105,10 @@ def _deploy_and_check(name: str, tmp_path, storage: dict) -> None:
         sdk_msgs = []
         for i in range(SDK_USERS):
             c = ShuffleDPClient(dep.analyzer.url, dep.shuffler_urls, task_id, tmp_path / f"c{i}.db", http=http)
-            c.report(x[i].tolist() if kind == "multi" else x[i].item(), now=now)
+            v = x[i].tolist() if kind == "multi" else x[i].item()
+            c.report(v, now=now)
             assert c.flush()["left"] == 0
-            sdk_msgs.append(json.loads(c.db.execute("SELECT message FROM memo").fetchone()[0]))
+            sdk_msgs.append(c.memoized_message(v))
             c.close()
         pts, _route, _acked = upload_protocol_users(http, cfg, key, dep.shuffler_urls, x[SDK_USERS:], now)
         dep.tick(close_current=True)

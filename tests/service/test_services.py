@@ -128,10 +128,11 @@ def test_sdk_budget_memoization_and_test_mechanism_refusal(dep, tmp_path):
     with pytest.raises(BudgetExceededError, match="per window"):
         c.report(3, now=now)
     assert c.pending() == 1
-    m1 = c.db.execute("SELECT message FROM memo").fetchone()[0]
+    m1 = c.memoized_message(3)
+    assert m1 is not None and c.memo.entries() == 1
     assert c.flush() == {"sent": 1, "refused": 0, "left": 0}
     c.report(3, now=now + 86400)   # next window and day: allowed, same memoized message
-    assert c.db.execute("SELECT count(*), max(message) FROM memo").fetchone() == (1, m1)
+    assert c.memo.entries() == 1 and c.memoized_message(3) == m1
     ti = identity_task(dep, d=4, floor=2)
     from shuffledp.service.client import ConfigError
     with pytest.raises(ConfigError, match="test-only"):

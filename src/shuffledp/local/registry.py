@@ -1,6 +1,7 @@
 """Registry: build a local mechanism by its short name, and plan a run's memory.
 
-Frequency oracles: grr, sue, oue, rappor, blh, olh, hr, ss, cms, hcms.
+Frequency oracles: grr, sue, oue, rappor, blh, olh, hr, ss, cms, hcms; longitudinal (memoized)
+l_grr, l_oue, loloha, dbitflip (:mod:`shuffledp.local.longitudinal`).
 Mean oracles: duchi, harmony, pm, hm.
 Modules register lazily so importing :mod:`shuffledp.local` stays cheap.
 
@@ -43,6 +44,11 @@ FREQUENCY_ORACLES: dict[str, str] = {
     "ss": "subset:SubsetSelection",
     "cms": "count_mean_sketch:CountMeanSketch",
     "hcms": "hadamard_count_mean_sketch:HadamardCountMeanSketch",
+    # longitudinal (memoized permanent answer; ``randomize(..., users=ids)`` reuses it)
+    "l_grr": "longitudinal.l_grr:LongitudinalGRR",
+    "l_oue": "longitudinal.l_oue:LongitudinalOUE",
+    "loloha": "longitudinal.loloha:LOLOHA",
+    "dbitflip": "longitudinal.dbitflip:DBitFlip",
 }
 
 MEAN_ORACLES: dict[str, str] = {

@@ -10,6 +10,21 @@
   the report is queued; exceeding raises :class:`BudgetExceededError`. With ``memoize`` the
   randomized message for a given value is drawn once and reused (repeated reports of one value
   reveal nothing new: the same eps-LDP output is re-sent under a fresh report id).
+- Longitudinal oracles (:mod:`shuffledp.local.longitudinal`: L-GRR, L-OUE, LOLOHA, dBitFlip):
+  the client's setup (hash seed, sampled buckets) and the **permanent answer** of each memo key are
+  drawn once and reused; every report applies a fresh instantaneous randomization to it. They are
+  written in the same transaction that queues the report, so a report never leaves with an
+  answer that a restart could redraw (a redraw would spend another eps_perm).
+- Memo entries are **encrypted at rest** (AES-256-GCM, a fresh 96-bit nonce per write, the task and
+  the entry's slot as associated data) under a key the client holds (``memo_key``, or a 0600 key
+  file beside the store); an entry's slot is an HMAC of the value, so neither the values nor the
+  answers are stored in the clear (``PRAGMA secure_delete`` overwrites replaced entries). A store
+  whose entries the key cannot open is refused, never silently redrawn.
+- Privacy ledger (:meth:`ShuffleDPClient.privacy_spent`): the eps this client's reports have cost.
+  Where the longitudinal guarantee applies, the reports about one memo key cost ``eps_1`` for one
+  report and at most ``eps_perm`` however many they are (``min(eps_perm, r eps_irr)`` where the fresh
+  layer acts on one permanent symbol: :func:`shuffledp.local.longitudinal.key_epsilon`); a memoized
+  message costs its eps once; otherwise every report costs its eps. ``max_epsilon`` caps it.
 - Outbox: each sealed envelope is stored (SQLite, WAL, synchronous=FULL) before upload; ``flush``
   uploads oldest first in requests sized to fit the shuffler's body limit, deletes on 200
   (accepted or duplicate), splits a request refused with 413, and keeps and retries (jittered
@@ -22,8 +37,10 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import logging
+import os
 import secrets
 import sqlite3
 import time
@@ -255,12 +272,19 @@ class ShuffleDPClient:
     client_token : str, optional
         Bearer token the shuffler's operator issued to this client (sent as ``Authorization:
         Bearer`` with uploads only, never to the analyzer); needed when the shuffler checks tokens.
+    memo_key : bytes, optional
+        32-byte key that encrypts the memo entries at rest (from the platform's key store). By
+        default a random key is created once in ``<state_path>.memo-key`` (mode 0600) and read back.
+    max_epsilon : float, optional
+        Cap on :meth:`privacy_spent` (local eps this client's reports cost, longitudinal guarantee
+        applied); a report that would exceed it raises :class:`BudgetExceededError`.
     """
 
     def __init__(self, analyzer_url: str, shuffler_url: str | dict[str, str], task_id: bytes,
                  state_path: str | Path, crowd: bytes = b"", *, allow_test_mechanisms: bool = False,
                  http: httpx.Client | None = None, max_outbox: int = 10_000,
-                 client_token: str | None = None) -> None:
+                 client_token: str | None = None, memo_key: bytes | None = None,
+                 max_epsilon: float | None = None) -> None:
         self.client_token = client_token
         if http is None:
             import httpx
@@ -286,19 +310,28 @@ class ShuffleDPClient:
         self.max_outbox = max_outbox
         self.upload_max_bytes = UPLOAD_MAX_BYTES
         self.upload_max_reports = UPLOAD_MAX_REPORTS
+        if max_epsilon is not None:
+            from ..core.validation import check_epsilon
+            max_epsilon = check_epsilon(max_epsilon, "max_epsilon")
+        self.max_epsilon = max_epsilon
         self.db = sqlite3.connect(str(state_path), isolation_level=None, check_same_thread=False)
-        for p in ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL"):
+        for p in ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA secure_delete=ON"):
             self.db.execute(p)
         self.db.executescript("""
             CREATE TABLE IF NOT EXISTS outbox(digest BLOB PRIMARY KEY, task BLOB, crowd BLOB, envelope BLOB,
                                               plaintext BLOB, attempts INTEGER DEFAULT 0);
             CREATE TABLE IF NOT EXISTS ledger(task BLOB, period TEXT, count INTEGER, PRIMARY KEY(task, period));
-            CREATE TABLE IF NOT EXISTS memo(task BLOB, value TEXT, message TEXT, PRIMARY KEY(task, value));
             CREATE TABLE IF NOT EXISTS stats(name TEXT PRIMARY KEY, value INTEGER);""")
         cols = {r[1] for r in self.db.execute("PRAGMA table_info(outbox)")}
         if "shuffler" not in cols:   # outboxes written before protocol tasks: all messages, shuffler 0
             self.db.execute("ALTER TABLE outbox ADD COLUMN shuffler INTEGER NOT NULL DEFAULT 0")
             self.db.execute("ALTER TABLE outbox ADD COLUMN kind INTEGER NOT NULL DEFAULT 0")
+        self.memo = _SealedMemo(self.db, _memo_key(state_path, memo_key), self.cfg.task_id)
+        self._longitudinal = self.mech is not None and _is_longitudinal(self.mech)
+        #: the longitudinal view of the mechanism (RAPPOR through an adapter: cohort as setup, PRR as
+        #: the permanent answer, IRR fresh per report)
+        self._long = (_RapporLongitudinal(self.mech) if type(self.mech).__name__ == "Rappor" else self.mech) \
+            if self._longitudinal else None
 
     # ------------------------------------------------------------------ budget
     def _periods(self, now: float) -> tuple[str, str]:
@@ -314,21 +347,82 @@ class ShuffleDPClient:
         return max(0, min(pol.max_reports_per_window - get(pw), pol.max_reports_per_day - get(pd)))
 
     # ------------------------------------------------------------------ report
-    def _message(self, value: Any) -> dict[str, np.ndarray]:
-        key = json.dumps(np.asarray(value).tolist())
-        if self.cfg.client_policy.memoize:
-            row = self.db.execute("SELECT message FROM memo WHERE task=? AND value=?",
-                                  (self.cfg.task_id, key)).fetchone()
-            if row:
-                return {k: np.asarray(v, dtype=dt) for k, (v, dt) in json.loads(row[0]).items()}
+    def _message(self, value: Any) -> tuple[dict[str, np.ndarray], float]:
+        """One report's message and the eps it adds to :meth:`privacy_spent` (inside the caller's
+        transaction: the memo entries it draws are committed with the queued report)."""
+        rng = secure_rng()
+        if self._longitudinal:
+            return self._longitudinal_message(value, rng)
+        eps = self._report_epsilon()
+        memoize = self.cfg.client_policy.memoize
+        if memoize:
+            slot = self.memo.slot(b"msg", json.dumps(np.asarray(value).tolist()).encode())
+            entry = self.memo.get(slot)
+            if entry is not None:
+                return _decode_message(entry["message"]), 0.0   # the same eps-LDP output again: no new loss
         if self.protocol is not None:   # one user's messages (several for a multi-message protocol)
-            rep = dict(self.protocol.encode(np.asarray([value]), secure_rng()))
+            rep = dict(self.protocol.encode(np.asarray([value]), rng))
         else:
-            rep = self.mech.randomize(np.asarray([value]), secure_rng())
-        if self.cfg.client_policy.memoize:
-            self.db.execute("INSERT OR IGNORE INTO memo VALUES (?,?,?)", (self.cfg.task_id, key, json.dumps(
-                {k: (v.tolist(), v.dtype.str) for k, v in rep.items()})))
-        return rep
+            rep = self.mech.randomize(np.asarray([value]), rng)
+        if memoize:
+            self.memo.put(slot, {"message": _encode_message(rep)})
+        return rep, eps
+
+    def _report_epsilon(self) -> float:
+        """The local eps one fresh report costs: the task's eps0 (``inf`` where it has no local
+        guarantee: test and central-mode mechanisms, protocols without a local randomizer)."""
+        return float(self.cfg.eps_local)
+
+    def _longitudinal_message(self, value: Any, rng: np.random.Generator) -> tuple[dict[str, np.ndarray], float]:
+        """Memoized setup and permanent answer, fresh instantaneous randomization."""
+        mech = self._long
+        x = mech.check_values(np.asarray([value]))
+        setup_slot = self.memo.slot(b"setup")
+        entry = self.memo.get(setup_slot)
+        if entry is None:
+            setup = np.asarray(mech.setup(1, rng), dtype=np.int64)
+            self.memo.put(setup_slot, {"setup": setup.tolist()})
+        else:
+            setup = np.asarray(entry["setup"], dtype=np.int64).reshape(1, mech.setup_width)
+        key = int(mech.memo_keys(x, setup)[0])
+        perm_slot = self.memo.slot(b"perm", str(key).encode())
+        entry = self.memo.get(perm_slot)
+        if entry is None:
+            answer = np.asarray(mech.permanent(np.array([key], dtype=np.int64), setup, rng))
+            reports = 0
+        else:
+            answer = np.asarray(entry["answer"], dtype=entry["dtype"]).reshape(1, mech.answer_width)
+            reports = int(entry["reports"])
+        self.memo.put(perm_slot, {"answer": answer.tolist(), "dtype": answer.dtype.str, "reports": reports + 1})
+        from ..local.longitudinal import key_epsilon
+        loss = key_epsilon([reports, reports + 1], float(mech.epsilon_perm), float(mech.epsilon_one),
+                           getattr(mech, "epsilon_irr", None))
+        added = float(loss[1] - loss[0])
+        return mech.instantaneous(answer, setup, rng), added
+
+    def permanent_answer(self, value: Any) -> np.ndarray | None:
+        """The memoized permanent answer this client holds for ``value`` (decrypted), or ``None``
+        (not reported yet, or not a longitudinal task)."""
+        if not self._longitudinal:
+            return None
+        setup = self.memo.get(self.memo.slot(b"setup"))
+        if setup is None:
+            return None
+        mech = self._long
+        s = np.asarray(setup["setup"], dtype=np.int64).reshape(1, mech.setup_width)
+        key = int(mech.memo_keys(mech.check_values(np.asarray([value])), s)[0])
+        entry = self.memo.get(self.memo.slot(b"perm", str(key).encode()))
+        return None if entry is None else np.asarray(entry["answer"], dtype=entry["dtype"])
+
+    def memoized_message(self, value: Any) -> dict | None:
+        """The memoized message of ``value`` as ``{field: [rows, dtype]}`` (decrypted), or ``None``."""
+        entry = self.memo.get(self.memo.slot(b"msg", json.dumps(np.asarray(value).tolist()).encode()))
+        return None if entry is None else entry["message"]
+
+    def privacy_spent(self) -> float:
+        """Local eps this client's reports of this task have cost so far (see the module docstring)."""
+        row = self.db.execute("SELECT epsilon FROM privacy_ledger WHERE task=?", (self.cfg.task_id,)).fetchone()
+        return float(row[0]) if row else 0.0
 
     def report(self, value: Any, now: float | None = None) -> bytes:
         """Encode, seal and queue one report; returns its envelope digest (the receipt).
@@ -348,7 +442,15 @@ class ShuffleDPClient:
                     raise BudgetExceededError(
                         f"client policy allows at most {cap} report(s) per {'window' if p == pw else 'day'} for "
                         f"task {self.cfg.name!r}; {used} already sent", parameter="client_policy")
-            rep = self._message(value)
+            rep, added = self._message(value)
+            spent = self.privacy_spent()
+            if self.max_epsilon is not None and added > 0 and spent + added > self.max_epsilon * (1 + 1e-12):
+                raise BudgetExceededError(
+                    f"this report would bring the local eps spent on task {self.cfg.name!r} to {spent + added:.6g}, "
+                    f"above max_epsilon={self.max_epsilon:g}", parameter="max_epsilon")
+            if added > 0:
+                self.db.execute("INSERT INTO privacy_ledger VALUES (?, ?) ON CONFLICT(task) DO UPDATE "
+                                "SET epsilon = epsilon + excluded.epsilon", (self.cfg.task_id, added))
             rows = self._sealed_rows(rep, now)
             d = rows[0][0]
             for p in (pw, pd):
@@ -540,3 +642,151 @@ class ShuffleDPClient:
 
     def close(self) -> None:
         self.db.close()
+
+
+def _is_longitudinal(mech: Any) -> bool:
+    from ..local.longitudinal import LongitudinalMixin
+    return isinstance(mech, LongitudinalMixin) or type(mech).__name__ == "Rappor"
+
+
+class _RapporLongitudinal:
+    """RAPPOR (:class:`shuffledp.local.rappor.Rappor`) in the longitudinal client contract: the
+    cohort is the setup, the memoized PRR bits of a value its permanent answer (``eps_inf``), the
+    IRR is drawn fresh for every report (one report: ``eps_1``)."""
+
+    setup_width = 1
+
+    def __init__(self, mech: Any) -> None:
+        self.mech = mech
+        self.answer_width = mech.n_bytes
+        self.epsilon_perm, self.epsilon_one = float(mech.epsilon_inf), float(mech.epsilon_one)
+        self.check_values = mech.check_values
+
+    def setup(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return rng.integers(0, self.mech.m, size=(n, 1), dtype=np.int64)
+
+    def memo_keys(self, x: np.ndarray, setup: np.ndarray) -> np.ndarray:
+        return np.asarray(x, dtype=np.int64)
+
+    def permanent(self, keys: np.ndarray, setup: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return self.mech.permanent(keys, rng, np.asarray(setup)[:, 0])
+
+    def instantaneous(self, answers: np.ndarray, setup: np.ndarray, rng: np.random.Generator) -> dict:
+        return {"cohort": np.asarray(setup)[:, 0].astype(np.int64), "bits": self.mech._irr(answers, rng)}
+
+
+def _encode_message(rep: dict[str, np.ndarray]) -> dict:
+    return {k: (np.asarray(v).tolist(), np.asarray(v).dtype.str) for k, v in rep.items()}
+
+
+def _decode_message(msg: dict) -> dict[str, np.ndarray]:
+    return {k: np.asarray(v, dtype=dt) for k, (v, dt) in msg.items()}
+
+
+#: length of the memo encryption key (AES-256-GCM)
+MEMO_KEY_LEN = 32
+
+
+def _memo_key(state_path: str | Path, key: bytes | None) -> bytes:
+    """The client's memo key: the one given, or the 0600 key file beside the store (created once)."""
+    if key is not None:
+        if not isinstance(key, (bytes, bytearray)) or len(key) != MEMO_KEY_LEN:
+            raise ValidationError(f"memo_key must be {MEMO_KEY_LEN} bytes", parameter="memo_key")
+        return bytes(key)
+    path = Path(f"{state_path}.memo-key")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        data = path.read_bytes()
+        if len(data) != MEMO_KEY_LEN:
+            raise ValidationError(f"memo key file {path} is not {MEMO_KEY_LEN} bytes", parameter="memo_key")
+        return data
+    data = secrets.token_bytes(MEMO_KEY_LEN)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return data
+
+
+class _SealedMemo:
+    """The client's memo entries, AES-256-GCM encrypted in the ``memo_sealed`` table.
+
+    ``slot(kind, data)`` = HMAC-SHA256(slot key, task || kind || data): the look-up key, which does not
+    reveal the value. An entry is ``nonce || AESGCM(enc key, nonce, json payload, aad = task || slot)``;
+    a fresh random nonce per write. The enc and slot keys are HMAC-SHA256 derivations of the client's
+    key. A check value written with the first key is verified on open: a store the key cannot open
+    is refused (:class:`ConfigError`), so answers are never silently redrawn. Entries of the former
+    plaintext ``memo`` table are sealed and their rows deleted (secure_delete overwrites them).
+    """
+
+    _CHECK = b"shuffledp client memo v1"
+
+    def __init__(self, db: sqlite3.Connection, key: bytes, task: bytes) -> None:
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        self.db, self.task = db, task
+        self._aead = AESGCM(hmac.new(key, b"shuffledp memo enc", hashlib.sha256).digest())
+        self._slot_key = hmac.new(key, b"shuffledp memo slot", hashlib.sha256).digest()
+        db.executescript("""
+            CREATE TABLE IF NOT EXISTS memo_sealed(task BLOB, slot BLOB, sealed BLOB, PRIMARY KEY(task, slot));
+            CREATE TABLE IF NOT EXISTS client_meta(name TEXT PRIMARY KEY, value BLOB);
+            CREATE TABLE IF NOT EXISTS privacy_ledger(task BLOB PRIMARY KEY, epsilon REAL);""")
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            row = db.execute("SELECT value FROM client_meta WHERE name='memo_check'").fetchone()
+            if row is None:
+                db.execute("INSERT INTO client_meta VALUES ('memo_check', ?)", (self._seal(b"check", self._CHECK),))
+            elif self._open(b"check", row[0]) != self._CHECK:
+                raise ConfigError("the client store's memo entries were sealed with another key: refusing to "
+                                  "redraw permanent answers (pass the original memo_key)")
+            migrated = self._migrate_plaintext()
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        if migrated:   # write the zeroed pages back to the main file now: no plaintext left there
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def _migrate_plaintext(self) -> bool:
+        if not self.db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='memo'").fetchone():
+            return False
+        for task, value, message in self.db.execute("SELECT task, value, message FROM memo").fetchall():
+            slot = self._slot(task, b"msg", value.encode())
+            payload = json.dumps({"message": json.loads(message)}).encode()
+            self.db.execute("INSERT OR IGNORE INTO memo_sealed VALUES (?,?,?)",
+                            (task, slot, self._seal(task + slot, payload)))
+        self.db.execute("DELETE FROM memo")
+        self.db.execute("DROP TABLE memo")
+        return True
+
+    def _slot(self, task: bytes, kind: bytes, data: bytes = b"") -> bytes:
+        return hmac.new(self._slot_key, len(task).to_bytes(2, "big") + task + kind + b"\x00" + data,
+                        hashlib.sha256).digest()
+
+    def slot(self, kind: bytes, data: bytes = b"") -> bytes:
+        return self._slot(self.task, kind, data)
+
+    def _seal(self, aad: bytes, plaintext: bytes) -> bytes:
+        nonce = secrets.token_bytes(12)
+        return nonce + self._aead.encrypt(nonce, plaintext, aad)
+
+    def _open(self, aad: bytes, sealed: bytes) -> bytes:
+        from cryptography.exceptions import InvalidTag
+        try:
+            return self._aead.decrypt(sealed[:12], sealed[12:], aad)
+        except InvalidTag:
+            raise ConfigError("a memo entry of the client store does not authenticate under this client's key "
+                              "(tampered, or another key): refusing to redraw it") from None
+
+    def get(self, slot: bytes) -> dict | None:
+        row = self.db.execute("SELECT sealed FROM memo_sealed WHERE task=? AND slot=?", (self.task, slot)).fetchone()
+        return None if row is None else json.loads(self._open(self.task + slot, row[0]))
+
+    def put(self, slot: bytes, payload: dict) -> None:
+        self.db.execute("INSERT OR REPLACE INTO memo_sealed VALUES (?,?,?)",
+                        (self.task, slot, self._seal(self.task + slot, json.dumps(payload).encode())))
+
+    def entries(self) -> int:
+        return self.db.execute("SELECT count(*) FROM memo_sealed WHERE task=?", (self.task,)).fetchone()[0]

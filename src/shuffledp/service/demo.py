@@ -144,7 +144,7 @@ def run_demo(n: int = 100_000, d: int = 16, epsilon: float = 2.0, mechanism: str
             c = ShuffleDPClient(dep.analyzer.url, dep.shuffler.url, task_id, Path(tmp) / f"client{i}.db", http=http)
             c.report(int(x[i]), now=now)
             c.flush()
-            msg = json.loads(c.db.execute("SELECT message FROM memo").fetchone()[0])
+            msg = c.memoized_message(int(x[i]))   # the memo is sealed at rest: read it through the client
             sdk_msgs.append({k: np.asarray(v, dtype=dt) for k, (v, dt) in msg.items()})
             c.close()
         timings["sdk_clients_s"] = time.perf_counter() - t0
@@ -272,9 +272,10 @@ def run_protocol_demo(name: str, n: int = 100_000, epsilon: float = 1.0, delta: 
         k = min(sdk_clients, n)
         for i in range(k):
             c = ShuffleDPClient(dep.analyzer.url, dep.shuffler_urls, task_id, Path(tmp) / f"client{i}.db", http=http)
-            c.report(x[i].tolist() if x.ndim > 1 else x[i].item(), now=now)
+            v = x[i].tolist() if x.ndim > 1 else x[i].item()
+            c.report(v, now=now)
             c.flush()
-            sdk_msgs.append(json.loads(c.db.execute("SELECT message FROM memo").fetchone()[0]))
+            sdk_msgs.append(c.memoized_message(v))   # the memo is sealed at rest: read it through the client
             c.close()
         timings["sdk_clients_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
