@@ -54,7 +54,7 @@ from .base import Engine, check_engine_protocol, merge_statistics
 
 __all__ = ["ArchiveError", "ArchiveInfo", "Partition", "FORMAT", "METADATA_KEY", "build_protocol",
            "open_archives", "read_partition", "aggregate_archives", "aggregate_partitions", "aggregate_keyed",
-           "simulate_archive", "write_part", "export_release_part", "synthetic_values", "information_bits"]
+           "simulate_archive", "write_part", "export_release_part", "set_aggregation_device", "synthetic_values", "information_bits"]
 
 METADATA_KEY = b"shuffledp.archive"
 FORMAT = 1
@@ -423,13 +423,37 @@ def aggregate_keyed(jobs: Mapping[Any, tuple[Protocol, Sequence[Partition]]], en
             for key, st in per.items()}
 
 
-def aggregate_archives(paths: Sequence[str | Path], engine: Engine | None = None) -> tuple[ArchiveInfo, np.ndarray, Estimate]:
+def set_aggregation_device(protocol: Protocol, device: str, fallback: bool = False) -> str:
+    """Count a local-hashing archive's support on ``device`` (``'cpu'``, ``'torch-cpu'``, ``'cuda[:N]'``).
+
+    Applies to ``ldp_oracle`` archives of OLH/BLH (:class:`~shuffledp.local.hashing.LocalHashing`
+    ``device``); every device gives the same integers. The device is checked where this runs (the
+    driver): a missing GPU is a ValidationError naming ``device`` unless ``fallback``, which
+    counts on the CPU. Engines ship the protocol, device included, to their workers.
+    """
+    from ..local._lh_torch import resolve_device
+    from ..local.hashing import LocalHashing
+
+    oracle = getattr(protocol, "oracle", None)
+    if not isinstance(oracle, LocalHashing):
+        raise ValidationError(f"device applies to archives of local hashing (ldp_oracle with oracle olh or blh), "
+                              f"not {protocol.name!r}" + (f" over {type(oracle).__name__}" if oracle is not None else ""),
+                              parameter="device")
+    oracle.device = resolve_device(device, fallback)
+    return oracle.device
+
+
+def aggregate_archives(paths: Sequence[str | Path], engine: Engine | None = None, *, device: str | None = None,
+                       device_fallback: bool = False) -> tuple[ArchiveInfo, np.ndarray, Estimate]:
     """Open and check the archive files, aggregate them on ``engine`` (default: in process) and
-    estimate once: ``(info, statistic, estimate)``."""
+    estimate once: ``(info, statistic, estimate)``. ``device`` (local hashing only, see
+    :func:`set_aggregation_device`) picks where each partition's support counts are computed."""
     from ..pipeline import _check_batch_size, _check_release
     from .local import LocalEngine
 
     info = open_archives(paths)
+    if device is not None:
+        set_aggregation_device(info.protocol, device, device_fallback)
     stat = aggregate_partitions(info.protocol, info.partitions, engine or LocalEngine())
     _check_batch_size(info.protocol, info.users)
     est = _check_release(info.protocol, info.protocol.estimate(stat, info.users))

@@ -103,16 +103,24 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
         out: Path | None = typer.Option(None, "--out", help="also write the JSON release to this file "
                                                             "(written whole or not at all)"),
         top: int = typer.Option(10, parser=count(1), help="rows to show (largest estimates)"),
+        device: str = typer.Option("cpu", help="where local hashing (olh, blh archives) counts: cpu (numpy), "
+                                               "torch-cpu or cuda[:N] (PyTorch, the gpu extra); same counts"),
+        device_fallback: bool = typer.Option(False, "--device-fallback",
+                                             help="with --device cuda and no GPU, count on the CPU instead of failing"),
     ) -> None:
         """Estimate from report archives on an engine; prints the estimate and its privacy statement."""
-        from .archive import aggregate_archives, open_archives
+        from .archive import aggregate_archives, open_archives, set_aggregation_device
 
-        open_archives(paths)  # refuse a bad file before any engine starts
+        dev = None if device.strip().lower() == "cpu" and not device_fallback else device
+        info = open_archives(paths)  # refuse a bad file (or a device it cannot use) before any engine starts
+        if dev is not None:
+            set_aggregation_device(info.protocol, dev, device_fallback)
         with make_engine(engine, scheduler, master, workers) as eng:
-            info, stat, est = aggregate_archives(paths, eng)
+            info, stat, est = aggregate_archives(paths, eng, device=dev, device_fallback=device_fallback)
         release = {"protocol": info.meta["protocol"], "epsilon": info.meta["epsilon"], "delta": info.meta["delta"],
                    "n": info.meta["n"], "params": info.meta["params"], "task": info.meta["task"],
                    "users": info.users, "messages": info.messages, "files": info.files, "engine": engine,
+                   "device": getattr(getattr(info.protocol, "oracle", None), "device", "cpu"),
                    "statistic": [x.item() for x in stat.reshape(-1)], "estimate": est.to_dict(),
                    "privacy": str(est.privacy)}
         if out is not None:

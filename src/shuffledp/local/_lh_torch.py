@@ -84,8 +84,9 @@ def support_counts_torch(seeds: np.ndarray, y: np.ndarray, prime: int, g: int, d
     dev = torch.device("cpu" if device == "torch-cpu" else device)
     max_cells = max(int(max_cells), 4 * P)
     powers_np, logs_np = log_tables(P)
-    s = torch.as_tensor(np.asarray(seeds).astype(np.int64, copy=False), device=dev)
-    yt = torch.as_tensor(np.asarray(y).astype(np.int64, copy=False), device=dev)
+    # read-only inputs (e.g. arrays over an archive's buffers) are copied: torch tensors are writable
+    s = torch.as_tensor(_writable(np.asarray(seeds).astype(np.int64, copy=False)), device=dev)
+    yt = torch.as_tensor(_writable(np.asarray(y).astype(np.int64, copy=False)), device=dev)
     a = torch.div(s, P, rounding_mode="floor") + 1
     b = s - (a - 1) * P
     unit = g if g < P else 1
@@ -152,3 +153,8 @@ def _dense_groups(torch: Any, counts: Any, a: Any, j0: Any, sizes: Any, off: Any
         cover = cover2[:, :P] + cover2[:, P:]  # K(j): coverage of j and j + P
         pos = logsP[None, :] + group_off[glo:ghi, None]
         counts.index_add_(0, pos.reshape(-1), cover.reshape(-1))
+
+
+def _writable(a: np.ndarray) -> np.ndarray:
+    return a if a.flags.writeable else a.copy()
+
