@@ -6,6 +6,8 @@ eq. 8, or the numeric Bennett bound of its §5).
 from __future__ import annotations
 
 import math
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -95,7 +97,28 @@ class _SumProtocol(Protocol):
     input_kind = "unit_interval"
 
     def summarize(self, values: Any) -> np.ndarray:
-        return check_unit_values(values)
+        """The validated values, as a read-only copy: :meth:`_simulation_parts` may then keep the
+        deterministic parts of their rounding for every later release on this summary."""
+        x = np.array(check_unit_values(values), dtype=np.float64, copy=True)
+        x.flags.writeable = False
+        return x
+
+    def _simulation_parts(self, data: Any, compute: Callable[[np.ndarray], Any]) -> Any:
+        """``compute(check_unit_values(data))``, kept for the next call on the same summary.
+
+        The parts of a simulation that do not depend on the randomness (the rounding's floors and
+        fractions, fixed digits) are computed once per summary instead of once per release; the
+        random draws, and so every release, are unchanged. Only a read-only array that owns its
+        memory (what :meth:`summarize` returns) is remembered, by identity: its values cannot
+        change behind the memo. Any other array is recomputed each call.
+        """
+        memo = self.__dict__.get("_simulation_memo")
+        if memo is not None and memo[0]() is data:
+            return memo[1]
+        parts = compute(check_unit_values(data))
+        if isinstance(data, np.ndarray) and not data.flags.writeable and data.base is None:
+            self.__dict__["_simulation_memo"] = (weakref.ref(data), parts)
+        return parts
 
     def _estimate(self, value: float, n: int, **extra: Any) -> Estimate:
         return scalar_estimate(value, self.variance(n), n, self.privacy(n), "sum", stderr_is_worst_case=True,
