@@ -6,7 +6,6 @@ eq. 8, or the numeric Bennett bound of its §5).
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +15,7 @@ from ...accounting.shuffle import local_epsilon_for, shuffle_statement
 from ...core.errors import OutOfDomainError, ValidationError
 from ...core.estimate import Estimate
 from ...core.privacy import PrivacyStatement
-from .._common import check_unit_values, krr_local_epsilon, scalar_estimate
+from .._common import check_unit_values, krr_local_epsilon, read_only_copy, scalar_estimate, simulation_parts
 from ..base import Messages, Protocol
 
 __all__ = ["blanket_gamma", "blanket_gamma_or_none"]
@@ -99,26 +98,12 @@ class _SumProtocol(Protocol):
     def summarize(self, values: Any) -> np.ndarray:
         """The validated values, as a read-only copy: :meth:`_simulation_parts` may then keep the
         deterministic parts of their rounding for every later release on this summary."""
-        x = np.array(check_unit_values(values), dtype=np.float64, copy=True)
-        x.flags.writeable = False
-        return x
+        return read_only_copy(check_unit_values(values))
 
     def _simulation_parts(self, data: Any, compute: Callable[[np.ndarray], Any]) -> Any:
-        """``compute(check_unit_values(data))``, kept for the next call on the same summary.
-
-        The parts of a simulation that do not depend on the randomness (the rounding's floors and
-        fractions, fixed digits) are computed once per summary instead of once per release; the
-        random draws, and so every release, are unchanged. Only a read-only array that owns its
-        memory (what :meth:`summarize` returns) is remembered, by identity: its values cannot
-        change behind the memo. Any other array is recomputed each call.
-        """
-        memo = self.__dict__.get("_simulation_memo")
-        if memo is not None and memo[0]() is data:
-            return memo[1]
-        parts = compute(check_unit_values(data))
-        if isinstance(data, np.ndarray) and not data.flags.writeable and data.base is None:
-            self.__dict__["_simulation_memo"] = (weakref.ref(data), parts)
-        return parts
+        """``compute(check_unit_values(data))``, kept for the next call on the same summary
+        (:func:`~shuffledp.shuffle._common.simulation_parts`)."""
+        return simulation_parts(self, data, lambda d: compute(check_unit_values(d)))
 
     def _estimate(self, value: float, n: int, **extra: Any) -> Estimate:
         return scalar_estimate(value, self.variance(n), n, self.privacy(n), "sum", stderr_is_worst_case=True,
