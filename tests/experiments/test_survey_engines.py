@@ -93,3 +93,25 @@ def test_pinned_repetitions_reproduce_a_run_whose_budget_stopped_points(tmp_path
 def test_pinned_reps_refuses_a_folder_without_csvs(tmp_path):
     with pytest.raises(ValueError, match="no figXX.csv"):
         pinned_reps(tmp_path)
+
+
+def test_cli_refuses_bad_engine_options_in_one_line(tmp_path):
+    import typer
+    from typer.testing import CliRunner
+
+    from shuffledp.experiments import survey_cli
+
+    app, exp = typer.Typer(), typer.Typer()
+    app.add_typer(exp, name="experiment")
+    survey_cli.register(app, exp)
+    runner = CliRunner()
+    help_text = runner.invoke(app, ["experiment", "survey", "--help"]).output
+    assert "--engine" in help_text and "--reps-from" in help_text and "--scheduler" in help_text
+    cases = [(["--quick", "--engine", "spark"], "--engine must be local or dask"),
+             (["--quick", "--scheduler", "tcp://127.0.0.1:1"], "--scheduler applies to --engine dask"),
+             (["--report-only", "--engine", "dask"], "takes no --engine or --reps-from"),
+             (["--quick", "--out", str(tmp_path / "o"), "--reps-from", str(tmp_path)], "no figXX.csv")]
+    for args, message in cases:
+        res = runner.invoke(app, ["experiment", "survey", *args])
+        assert res.exit_code == 2 and message in res.output, (args, res.output)
+        assert not (tmp_path / "o" / "run.json").exists()  # refused before measuring anything
