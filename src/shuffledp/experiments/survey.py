@@ -31,6 +31,11 @@ histograms a normal law on ``[0, d)`` (mean ``(d - 1)/2``, sd ``d/6``, rounded a
 sums a normal law clipped to ``[0, 1]`` (mean 0.5, sd 0.25). Baselines, as in the survey:
 randomized response / k-RR / Harmony (LDP) and Laplace (CDP).
 
+The grid is a list of independent tasks, one per (figure, swept value) (:class:`GridTask`), each
+deriving its data and generators from the seed: :func:`run_survey` runs them in process or maps
+them over an engine (:mod:`shuffledp.engines`, e.g. Dask) with the same rows. A point's
+repetitions stop on a wall-clock budget unless :attr:`SurveyConfig.pinned` fixes their number.
+
 The survey's qualitative claims and their evaluation on our data are in
 :mod:`shuffledp.experiments.survey_claims`; the HTML report puts each figure beside them.
 """
@@ -503,7 +508,7 @@ def _figure_methods(fig: FigureSpec, cfg: SurveyConfig) -> list[str]:
     return list(cfg.methods[fig.problem]) + list(fig.extra) + [ldp, cdp]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class GridTask:
     """One swept value of one figure: every method's row there. Independent of every other task:
     its data and each method's generator come from seeds derived from ``(cfg.seed, figure, xi,
