@@ -185,9 +185,14 @@ class LegendOverlapWarning(UserWarning):
     """A legend drawn over an axes' plotting area (it may hide data)."""
 
 
-def legend_overlaps(fig) -> list[str]:
-    """Legends of ``fig`` (figure- or axes-level) whose box intersects any axes' plotting area."""
-    fig.canvas.draw()
+def legend_overlaps(fig, *, draw: bool = True) -> list[str]:
+    """Legends of ``fig`` (figure- or axes-level) whose box intersects any axes' plotting area.
+
+    ``draw=False`` skips the full draw that fixes the layout first: for a figure just saved
+    (:func:`save_figure`), whose last draw already laid it out; the legends' and axes' extents
+    are computed from the renderer either way."""
+    if draw:
+        fig.canvas.draw()
     r = fig.canvas.get_renderer()
     legends = list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
     bad = []
@@ -201,10 +206,13 @@ def legend_overlaps(fig) -> list[str]:
 
 def save_figure(fig, path: Path, dpi: int = 100) -> None:
     """Save with a tight bounding box (legends placed outside the axes stay in the image); warn
-    (:class:`LegendOverlapWarning`) if a legend covers an axes."""
-    for msg in legend_overlaps(fig):
-        warnings.warn(f"{path.name}: {msg}", LegendOverlapWarning, stacklevel=2)
+    (:class:`LegendOverlapWarning`) if a legend covers an axes.
+
+    The overlap check runs after saving, on the layout of the save's own draw: one full draw
+    per figure instead of two (a quarter to a half of the time of a small figure)."""
     fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    for msg in legend_overlaps(fig, draw=False):
+        warnings.warn(f"{path.name}: {msg}", LegendOverlapWarning, stacklevel=2)
 
 
 def report_only_dir(command: str, folder: str, quick: bool, full: bool, out: Path | None, needed: str) -> Path:

@@ -31,6 +31,11 @@ histograms a normal law on ``[0, d)`` (mean ``(d - 1)/2``, sd ``d/6``, rounded a
 sums a normal law clipped to ``[0, 1]`` (mean 0.5, sd 0.25). Baselines, as in the survey:
 randomized response / k-RR / Harmony (LDP) and Laplace (CDP).
 
+The grid is a list of independent tasks, one per (figure, swept value) (:class:`GridTask`), each
+deriving its data and generators from the seed: :func:`run_survey` runs them in process or maps
+them over an engine (:mod:`shuffledp.engines`, e.g. Dask) with the same rows. A point's
+repetitions stop on a wall-clock budget unless :attr:`SurveyConfig.pinned` fixes their number.
+
 The survey's qualitative claims and their evaluation on our data are in
 :mod:`shuffledp.experiments.survey_claims`; the HTML report puts each figure beside them.
 """
@@ -55,8 +60,9 @@ from ..core.errors import ShuffleDPError
 from ..core.batch import n_rows, take_rows
 from ..shuffle.base import Protocol
 
-__all__ = ["FigureSpec", "SurveyConfig", "SkipPoint", "run_survey", "measure_point", "make_data",
-           "true_total", "build_protocol", "METHODS", "BASELINES", "LABELS", "ROW_FIELDS"]
+__all__ = ["FigureSpec", "SurveyConfig", "SkipPoint", "GridTask", "run_survey", "run_task", "grid_tasks",
+           "measure_point", "make_data", "true_total", "build_protocol", "pinned_reps", "METHODS", "BASELINES",
+           "LABELS", "ROW_FIELDS"]
 
 #: shuffle protocols compared in each problem (the survey's lists)
 METHODS: dict[str, list[str]] = {
@@ -163,6 +169,11 @@ class SurveyConfig:
     fallback_params: dict[str, list[dict]] = field(default_factory=lambda: {
         "cnt_rr": [{"calibration": "lemma4.8"}, {"calibration": "clones"}],
     })
+    #: repetitions pinned per point, ``{(fig_id, method, x as written in the CSV): reps}``
+    #: (:func:`pinned_reps` reads them from an earlier run): a pinned point takes exactly that
+    #: many releases whatever the clock, so the same seed reproduces that run's RMSE columns
+    #: bit for bit (in process or on any engine); other points follow the time budget
+    pinned: dict[tuple[str, str, str], int] = field(default_factory=dict)
 
     @classmethod
     def quick(cls, outdir: Path | str = Path("results/survey")) -> "SurveyConfig":
@@ -210,7 +221,25 @@ class SurveyConfig:
     def to_json(self) -> dict:
         out = asdict(self)
         out["outdir"] = str(self.outdir)
+        out["pinned"] = len(self.pinned)  # how many points had their repetitions pinned
         return out
+
+
+def pinned_reps(outdir: Path | str) -> dict[tuple[str, str, str], int]:
+    """Each point's repetition count in an earlier run's ``figXX.csv`` files, for
+    :attr:`SurveyConfig.pinned` (``--reps-from``): rerunning with the same seed and these counts
+    gives that run's RMSE columns exactly."""
+    outdir = Path(outdir)
+    files = sorted(outdir.glob("fig*.csv"))
+    if not files:
+        raise ValueError(f"reps_from: no figXX.csv in {outdir}")
+    out: dict[tuple[str, str, str], int] = {}
+    for path in files:
+        with open(path, newline="", encoding="utf-8") as fh:
+            for r in csv.DictReader(fh):
+                if r.get("reps") not in (None, "", "0"):
+                    out[(r["figure"], r["method"], r["x"])] = int(float(r["reps"]))
+    return out
 
 
 # ----------------------------------------------------------------------------------------- data
@@ -285,20 +314,21 @@ def _safe(fn: Callable[[], Any], default: Any = float("nan")) -> Any:
 
 
 def _rmse(proto: Protocol, values: np.ndarray, truth: np.ndarray, cfg: SurveyConfig,
-          rng: np.random.Generator) -> tuple[float, float, int, str]:
+          rng: np.random.Generator, pinned: int | None = None) -> tuple[float, float, int, str]:
     """RMSE of the releases of :func:`shuffledp.pipeline.simulations` (and its s.e., reps, how).
 
     Exact statistic simulation: up to ``cfg.reps`` releases, fewer once ``cfg.point_budget_s`` is
     spent and the estimate is precise enough. Otherwise every release is a full pipeline run:
-    ``cfg.pipeline_reps`` of them.
+    ``cfg.pipeline_reps`` of them. ``pinned``: exactly that many releases, whatever the clock.
     """
     exact = proto.has_exact_simulation
-    reps = cfg.reps if exact else cfg.pipeline_reps
+    reps = pinned if pinned is not None else cfg.reps if exact else cfg.pipeline_reps
+    timed = exact and pinned is None
     sq = []
     t0 = time.perf_counter()
     for est in itertools.islice(pipeline.simulations(proto, values, rng), reps):
         sq.append(float(np.mean((np.asarray(est.values, dtype=np.float64) - truth) ** 2)))
-        if exact and time.perf_counter() - t0 > cfg.point_budget_s and _precise_enough(sq, cfg):
+        if timed and time.perf_counter() - t0 > cfg.point_budget_s and _precise_enough(sq, cfg):
             break
     return (*_rmse_from(sq), "exact statistic simulation" if exact else "full pipeline runs")
 
@@ -389,11 +419,12 @@ def _timing(proto: Protocol, values: np.ndarray, n: int, cfg: SurveyConfig,
 
 def measure_point(name: str, problem: str, epsilon: float, n: int, values: np.ndarray, truth: np.ndarray,
                   cfg: SurveyConfig, rng: np.random.Generator, *, q: float = float("nan"), d: int = 0,
-                  factory: Factory | None = None) -> dict[str, Any]:
+                  factory: Factory | None = None, pinned: int | None = None) -> dict[str, Any]:
     """One row: RMSE, analyzer time and communication of ``name`` at one setting.
 
     Never raises for a protocol's refusal or failure: the row then has ``status`` ``"skipped"``
     (or ``"partial"`` when only one of RMSE / timing could be measured) and a ``reason``.
+    ``pinned``: the RMSE takes exactly that many releases (see :attr:`SurveyConfig.pinned`).
     """
     t_start = time.perf_counter()
     row: dict[str, Any] = {k: float("nan") for k in ROW_FIELDS}
@@ -435,7 +466,7 @@ def measure_point(name: str, problem: str, epsilon: float, n: int, values: np.nd
             if total > cfg.pipeline_max_messages:
                 raise SkipPoint(f"no exact simulation and a full run needs {total:.3g} messages "
                                 f"(cap {cfg.pipeline_max_messages:.3g})")
-        rmse, se, reps, how = _rmse(proto, values, truth, cfg, rng)
+        rmse, se, reps, how = _rmse(proto, values, truth, cfg, rng, pinned)
         row.update(rmse=rmse, rmse_se=se, reps=reps, rmse_how=how)
     except SkipPoint as e:
         reasons.append(f"RMSE skipped: {e}")
@@ -477,30 +508,56 @@ def _figure_methods(fig: FigureSpec, cfg: SurveyConfig) -> list[str]:
     return list(cfg.methods[fig.problem]) + list(fig.extra) + [ldp, cdp]
 
 
+@dataclass(frozen=True, eq=False)
+class GridTask:
+    """One swept value of one figure: every method's row there. Independent of every other task:
+    its data and each method's generator come from seeds derived from ``(cfg.seed, figure, xi,
+    method index)``, so a task gives the same rows in any process, in any order."""
+
+    cfg: SurveyConfig
+    fig: FigureSpec
+    xi: int
+    factory: Factory | None = None
+
+
+def grid_tasks(cfg: SurveyConfig, factory: Factory | None = None) -> list[GridTask]:
+    """Every (figure, swept value) of ``cfg``, in the order the CSVs list them."""
+    return [GridTask(cfg, fig, xi, factory) for fig in cfg.figures for xi in range(len(fig.values))]
+
+
+def run_task(task: GridTask, progress: Any = None, progress_task: Any = None) -> list[dict]:
+    """The rows of one :class:`GridTask` (one per method, in the figure's method order)."""
+    fig, cfg, xi = task.fig, task.cfg, task.xi
+    x = fig.values[xi]
+    eps, n, q, d = _settings(fig, x, cfg)
+    ss = np.random.SeedSequence([cfg.seed, int(fig.fig_id[3:5]), ord(fig.fig_id[-1]), xi])
+    data_rng = np.random.default_rng(ss.spawn(1)[0])
+    values = make_data(fig.problem, n, data_rng, q=q, d=d, sd_fraction=cfg.data_sd_fraction,
+                       sum_mean=cfg.sum_mean, sum_sd=cfg.sum_sd)
+    truth = true_total(fig.problem, values, d)
+    rows = []
+    for mi, name in enumerate(_figure_methods(fig, cfg)):
+        if progress is not None:
+            progress.update(progress_task, description=f"{fig.fig_id} {LABELS.get(name, name)} {fig.x_name}={x}")
+        rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, int(fig.fig_id[3:5]),
+                                                            ord(fig.fig_id[-1]), xi, mi, 1]))
+        x_csv = name if x is None else _fmt_csv(x)
+        row = measure_point(name, fig.problem, eps, n, values, truth, cfg, rng, q=q,
+                            d=d if fig.problem == "histogram" else 0, factory=task.factory,
+                            pinned=cfg.pinned.get((fig.fig_id, name, str(x_csv))))
+        row.update(figure=fig.fig_id, x_name=fig.x_name, x=name if x is None else x)
+        rows.append(row)
+        if progress is not None:
+            progress.advance(progress_task)
+    return rows
+
+
 def run_figure(fig: FigureSpec, cfg: SurveyConfig, *, factory: Factory | None = None,
                progress: Any = None, task: Any = None) -> list[dict]:
     """All rows of one figure (each x value x each method)."""
     rows = []
-    methods = _figure_methods(fig, cfg)
-    for xi, x in enumerate(fig.values):
-        eps, n, q, d = _settings(fig, x, cfg)
-        ss = np.random.SeedSequence([cfg.seed, int(fig.fig_id[3:5]), ord(fig.fig_id[-1]), xi])
-        data_rng = np.random.default_rng(ss.spawn(1)[0])
-        values = make_data(fig.problem, n, data_rng, q=q, d=d, sd_fraction=cfg.data_sd_fraction,
-                           sum_mean=cfg.sum_mean, sum_sd=cfg.sum_sd)
-        truth = true_total(fig.problem, values, d)
-        for mi, name in enumerate(methods):
-            if progress is not None:
-                progress.update(task, description=f"{fig.fig_id} {LABELS.get(name, name)} {fig.x_name}={x}")
-            rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, int(fig.fig_id[3:5]),
-                                                                ord(fig.fig_id[-1]), xi, mi, 1]))
-            row = measure_point(name, fig.problem, eps, n, values, truth, cfg, rng, q=q,
-                                d=d if fig.problem == "histogram" else 0, factory=factory)
-            row.update(figure=fig.fig_id, x_name=fig.x_name, x=name if x is None else x)
-            rows.append(row)
-            if progress is not None:
-                progress.advance(task)
-        del values
+    for xi in range(len(fig.values)):
+        rows += run_task(GridTask(cfg, fig, xi, factory), progress, task)
     return rows
 
 
@@ -775,15 +832,30 @@ def rebuild_report(outdir: Path) -> Path:
                         pngs, note)
 
 
+def _timed_task(task: GridTask) -> tuple[list[dict], float]:
+    """:func:`run_task` and its wall time (the function an engine maps over the grid)."""
+    t0 = time.perf_counter()
+    rows = run_task(task)
+    return rows, time.perf_counter() - t0
+
+
 def run_survey(cfg: SurveyConfig, console: Any = None, *, factory: Factory | None = None,
-               progress_bar: bool = True) -> Path:
+               progress_bar: bool = True, engine: Any = None) -> Path:
     """Run every figure of ``cfg``; write ``figXX.csv``/``.png``, ``claims.csv``, ``run.json`` and
     ``index.html`` into ``cfg.outdir``; return the report's path.
 
     ``factory(name, epsilon=, delta=, n=, **params)`` builds a protocol (default: the registry).
-    """
-    from .survey_claims import claims_markdown, evaluate_claims, write_claims_csv
 
+    ``engine``: a :class:`shuffledp.engines.Engine` other than the local one (e.g. Dask) runs the
+    grid's :class:`GridTask` s on its workers, all at once (``factory`` must then be picklable);
+    the rows are gathered and written in the same order. Each task carries its own seeds, so
+    every column but the timings (``analyzer_s``, ``analyzer_how``, ``point_s``) is the local
+    run's whenever each point takes as many repetitions: always with :attr:`SurveyConfig.pinned`,
+    otherwise unless the wall-clock budget stops a point at a different count. A figure's time is
+    then the sum of its tasks' times (worker time, not wall time).
+    """
+    if engine is not None and getattr(engine, "name", "local") != "local":
+        return _run_survey_on(engine, cfg, console, factory=factory, progress_bar=progress_bar)
     cfg.outdir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     all_rows: dict[str, list[dict]] = {}
@@ -809,6 +881,50 @@ def run_survey(cfg: SurveyConfig, console: Any = None, *, factory: Factory | Non
     finally:
         if progress is not None:
             progress.stop()
+    return _finish(cfg, all_rows, elapsed, pngs, total_points, t0)
+
+
+def _run_survey_on(engine: Any, cfg: SurveyConfig, console: Any, *, factory: Factory | None,
+                   progress_bar: bool) -> Path:
+    """:func:`run_survey` with the grid's tasks mapped over ``engine``'s workers."""
+    cfg.outdir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    tasks = grid_tasks(cfg, factory)
+    total_points = sum(len(f.values) * len(_figure_methods(f, cfg)) for f in cfg.figures)
+    status = None
+    if progress_bar:
+        from rich.console import Console
+
+        status = (console or Console()).status(f"survey: {len(tasks)} tasks ({total_points} points) on "
+                                               f"{engine.name}, {engine.workers} workers")
+        status.start()
+    # the biggest n first, so the longest tasks do not start last; gathered back in grid order
+    order = sorted(range(len(tasks)), key=lambda i: -_settings(tasks[i].fig, tasks[i].fig.values[tasks[i].xi], cfg)[1])
+    try:
+        done = engine.map(_timed_task, [tasks[i] for i in order])
+        results: list[Any] = [None] * len(tasks)
+        for i, r in zip(order, done):
+            results[i] = r
+    finally:
+        if status is not None:
+            status.stop()
+    all_rows: dict[str, list[dict]] = {f.fig_id: [] for f in cfg.figures}
+    elapsed: dict[str, float] = {f.fig_id: 0.0 for f in cfg.figures}
+    for task, (rows, seconds) in zip(tasks, results):
+        all_rows[task.fig.fig_id] += rows
+        elapsed[task.fig.fig_id] += seconds
+    pngs = {}
+    for fig in cfg.figures:
+        write_csv(cfg.outdir / f"{fig.fig_id}.csv", all_rows[fig.fig_id])
+        pngs[fig.fig_id] = plot_figure(fig, all_rows[fig.fig_id], cfg.outdir / f"{fig.fig_id}.png")
+    return _finish(cfg, all_rows, elapsed, pngs, total_points, t0, engine=f"{engine.name} ({engine.workers} workers)")
+
+
+def _finish(cfg: SurveyConfig, all_rows: dict[str, list[dict]], elapsed: dict[str, float], pngs: dict[str, bool],
+            total_points: int, t0: float, engine: str = "local") -> Path:
+    """Claims, ``run.json`` and the report of a finished grid."""
+    from .survey_claims import claims_markdown, evaluate_claims, write_claims_csv
+
     verdicts = evaluate_claims(all_rows)
     write_claims_csv(cfg.outdir / "claims.csv", verdicts)
     (cfg.outdir / "claims.md").write_text(claims_markdown(verdicts), encoding="utf-8")
@@ -816,7 +932,7 @@ def run_survey(cfg: SurveyConfig, console: Any = None, *, factory: Factory | Non
     skipped = sorted({(r["method"], r["reason"].split(":")[0]) for rows in all_rows.values() for r in rows
                       if r["status"] == "skipped"})
     (cfg.outdir / "run.json").write_text(json.dumps({
-        "config": cfg.to_json(), "total_s": total, "figure_s": elapsed,
+        "config": cfg.to_json(), "engine": engine, "total_s": total, "figure_s": elapsed,
         "points": total_points, "skipped_methods": [list(s) for s in skipped],
         "verdicts": {s: sum(v.status == s for v in verdicts) for s in ("agree", "partly", "disagree", "n/a")},
     }, indent=1, default=str), encoding="utf-8")

@@ -8,6 +8,8 @@ precision p), the count-level samplers that make ``simulate_statistic`` exact, t
 from __future__ import annotations
 
 import math
+import weakref
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -119,6 +121,34 @@ def check_statistic(statistic: Any, length: int, name: str = "statistic") -> np.
         raise ValidationError(f"{name} must be a numeric array of shape ({length},), got shape {s.shape}",
                               parameter=name)
     return s
+
+
+# ----------------------------------------------------------------------------- simulation
+
+def simulation_parts(owner: Any, data: Any, compute: Callable[[Any], Any]) -> Any:
+    """``compute(data)`` (validation included), kept on ``owner`` for the next call on the same summary.
+
+    An exact simulation repeats on one summary; the parts that do not depend on the randomness
+    (validation, a rounding's floors and fractions, fixed digits) are then computed once per
+    summary instead of once per release, and the random draws, hence every release, are
+    unchanged. Only a read-only array that owns its memory (what the sum protocols' ``summarize``
+    returns) is remembered, by identity, so its values cannot change behind the memo; any other
+    input is recomputed on each call. One summary is kept per owner.
+    """
+    memo = owner.__dict__.get("_simulation_memo")
+    if memo is not None and memo[0]() is data:
+        return memo[1]
+    parts = compute(data)
+    if isinstance(data, np.ndarray) and not data.flags.writeable and data.base is None:
+        owner.__dict__["_simulation_memo"] = (weakref.ref(data), parts)
+    return parts
+
+
+def read_only_copy(values: np.ndarray) -> np.ndarray:
+    """A read-only float64 copy that owns its memory (a summary :func:`simulation_parts` may keep)."""
+    x = np.array(values, dtype=np.float64, copy=True)
+    x.flags.writeable = False
+    return x
 
 
 # ----------------------------------------------------------------------------- rounding

@@ -14,6 +14,7 @@ from ...core.estimate import Estimate
 from ...core.validation import check_positive_int, check_real_values
 from ...local.mean import Harmony
 from ..base import Messages, Protocol
+from .._common import read_only_copy, simulation_parts
 from ._base import _columns, _LocalBaseline, _stat
 
 __all__ = ["UnitIntervalHarmony", "LdpHarmony", "PROTOCOLS"]
@@ -99,10 +100,11 @@ class LdpHarmony(_LocalBaseline):
     def summarize(self, values: Any) -> np.ndarray:
         """Each user's probability of sending +1 (float array, one per user)."""
         t = 2.0 * check_real_values(values, 0.0, 1.0) - 1.0
-        return self.randomizer.harmony.sign_plus_probability(t)  # the randomizer's exact law
+        # the randomizer's exact law, read-only: simulate_statistic validates it once per summary
+        return read_only_copy(self.randomizer.harmony.sign_plus_probability(t))
 
     def simulate_statistic(self, data: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        p = check_real_values(data, 0.0, 1.0, "data")
+        p = simulation_parts(self, data, lambda d: check_real_values(d, 0.0, 1.0, "data"))
         plus = int(np.count_nonzero(rng.random(p.size) < p))
         return np.array([2 * plus - p.size], dtype=np.int64)
 

@@ -6,6 +6,7 @@ eq. 8, or the numeric Bennett bound of its §5).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,7 @@ from ...accounting.shuffle import local_epsilon_for, shuffle_statement
 from ...core.errors import OutOfDomainError, ValidationError
 from ...core.estimate import Estimate
 from ...core.privacy import PrivacyStatement
-from .._common import check_unit_values, krr_local_epsilon, scalar_estimate
+from .._common import check_unit_values, krr_local_epsilon, read_only_copy, scalar_estimate, simulation_parts
 from ..base import Messages, Protocol
 
 __all__ = ["blanket_gamma", "blanket_gamma_or_none"]
@@ -95,7 +96,14 @@ class _SumProtocol(Protocol):
     input_kind = "unit_interval"
 
     def summarize(self, values: Any) -> np.ndarray:
-        return check_unit_values(values)
+        """The validated values, as a read-only copy: :meth:`_simulation_parts` may then keep the
+        deterministic parts of their rounding for every later release on this summary."""
+        return read_only_copy(check_unit_values(values))
+
+    def _simulation_parts(self, data: Any, compute: Callable[[np.ndarray], Any]) -> Any:
+        """``compute(check_unit_values(data))``, kept for the next call on the same summary
+        (:func:`~shuffledp.shuffle._common.simulation_parts`)."""
+        return simulation_parts(self, data, lambda d: compute(check_unit_values(d)))
 
     def _estimate(self, value: float, n: int, **extra: Any) -> Estimate:
         return scalar_estimate(value, self.variance(n), n, self.privacy(n), "sum", stderr_is_worst_case=True,

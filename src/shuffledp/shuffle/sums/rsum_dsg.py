@@ -117,9 +117,11 @@ class RSumDSG(_SumProtocol):
         return (float(np.sum(r * (1 - r))) + self.noise_variance(x.shape[0])) / self.precision**2
 
     def simulate_statistic(self, data: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        x = check_unit_values(data)
-        total = int(randomized_rounding(x, self.precision, rng).sum())
-        R = x.shape[0] * self.shape
+        from .rsum_rr import _floor_sum_and_fractions
+
+        floor_sum, frac = self._simulation_parts(data, lambda x: _floor_sum_and_fractions(x, self.precision))
+        total = floor_sum + int(np.count_nonzero(rng.random(frac.shape[0]) < frac))
+        R = frac.shape[0] * self.shape
         z = int(simulate_polya(R, self.alpha, 1, rng)[0]) - int(simulate_polya(R, self.alpha, 1, rng)[0])
         return np.array([(total + z) % self.modulus], dtype=np.int64)
 

@@ -136,8 +136,8 @@ class RSumKR(_SumProtocol):
         return float(np.sum(krr_report_variance(t, t * t + r * (1 - r), self.k + 1, self.gamma))) / den
 
     def simulate_statistic(self, data: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        x = check_unit_values(data)
-        levels = np.bincount(randomized_rounding(x, self.k, rng), minlength=self.k + 1)
+        lo, frac = self._simulation_parts(data, lambda x: rounding_parts(x, self.k))
+        levels = np.bincount(lo + (rng.random(lo.shape[0]) < frac), minlength=self.k + 1)
         return np.array([krr_sum_given_levels(levels, self.k + 1, self.gamma, rng)], dtype=np.int64)
 
     def _privacy(self, n: int) -> PrivacyStatement:

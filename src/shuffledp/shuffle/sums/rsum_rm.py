@@ -203,13 +203,20 @@ class RSumRM(_SumProtocol):
         return total
 
     def simulate_statistic(self, data: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        x = check_unit_values(data)
-        d = self._digits(x, rng)
+        # the first m - 1 digits are deterministic: their level counts are kept per summary; only
+        # the last digit's rounding draws (one uniform per user, as in ``_digits``)
+        fixed, lo, frac = self._simulation_parts(data, self._fixed_levels_and_rounding)
+        last = np.bincount(lo + (rng.random(lo.shape[0]) < frac), minlength=self.K[-1])
         out = np.empty(self.m, dtype=np.int64)
         for j in range(self.m):
-            levels = np.bincount(d[:, j], minlength=self.K[j])
+            levels = fixed[j] if j < self.m - 1 else last
             out[j] = krr_sum_given_levels(levels, self.K[j], self.gammas[j], rng)
         return out
+
+    def _fixed_levels_and_rounding(self, x: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+        """Level counts of the m - 1 deterministic digits, and the last digit's floors and fractions."""
+        det, lo, frac = self._digit_parts(x)
+        return [np.bincount(det[:, j], minlength=self.K[j]) for j in range(self.m - 1)], lo, frac
 
     def _privacy(self, n: int) -> PrivacyStatement:
         try:

@@ -210,9 +210,10 @@ class RSumRR(_SumProtocol):
         return self._rr_variance(x.shape[0]) + float(np.sum(frac * (1.0 - frac))) / self.r**2
 
     def simulate_statistic(self, data: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        x = check_unit_values(data)
-        T = int(randomized_rounding(x, self.r, rng).sum())
-        N = x.shape[0] * self.r
+        # T = sum of every user's randomized rounding: sum(floor) + #(u < frac), one uniform per user
+        floor_sum, frac = self._simulation_parts(data, lambda x: _floor_sum_and_fractions(x, self.r))
+        T = floor_sum + int(np.count_nonzero(rng.random(frac.shape[0]) < frac))
+        N = frac.shape[0] * self.r
         f = self.flip
         return np.array([rng.binomial(T, 1.0 - f / 2.0) + rng.binomial(N - T, f / 2.0)], dtype=np.int64)
 
@@ -262,3 +263,10 @@ class RSumRR(_SumProtocol):
 
 
 PROTOCOLS: dict[str, type[Protocol]] = {"rsum_rr": RSumRR}
+
+
+def _floor_sum_and_fractions(x: np.ndarray, p: int) -> tuple[int, np.ndarray]:
+    """``sum(floor(x p))`` and the fractions of :func:`rounding_parts`: what a sum of randomized
+    roundings needs besides one uniform per user."""
+    lo, frac = rounding_parts(x, p)
+    return int(lo.sum()), frac
