@@ -36,7 +36,7 @@ from ...core.estimate import Estimate
 from ...core.validation import check_positive_int
 from ..base import LocalRandomizer, Reports, _check_real_array, _wrap_checked, check_n
 
-__all__ = ["StringCodec", "IntegerCodec", "UniversalHash", "HeavyHitterMechanism", "make_codec",
+__all__ = ["StringCodec", "IntegerCodec", "HexWordCodec", "UniversalHash", "HeavyHitterMechanism", "make_codec",
            "DEFAULT_ALPHABET", "MAX_CODE_BITS"]
 
 #: Lower-case Latin letters (the padding symbol is added in front).
@@ -147,7 +147,11 @@ class StringCodec:
 
     def encode(self, values: Any) -> np.ndarray:
         """int64 codes (module docstring) of ``values``."""
-        sym = self.symbols_of(values).astype(np.int64)
+        return self.codes_of(self.symbols_of(values))
+
+    def codes_of(self, symbols: np.ndarray) -> np.ndarray:
+        """int64 codes of an ``(n, L)`` symbol matrix."""
+        sym = np.asarray(symbols).astype(np.int64)
         return (sym << self._shifts[None, :]).sum(axis=1) if sym.size else np.zeros(sym.shape[0], np.int64)
 
     def symbol_matrix(self, codes: Any) -> np.ndarray:
@@ -181,6 +185,49 @@ class StringCodec:
             part = p & ((1 << rem) - 1)
             ok &= (part << (b - rem)) < self.symbols  # the smallest completion is a symbol
             ok &= ~(prev_pad & (part != 0))
+        return ok
+
+
+class HexWordCodec(StringCodec):
+    """Integers in ``[0, 2^bits)`` as fixed-length words of hexadecimal digits (most significant
+    first), ``L = ceil(bits / 4)`` rounded up to a multiple of ``multiple``: the fragment-based
+    SFP over integer identifiers. ``decode`` returns the integers; encodings with a padding symbol
+    are invalid (every word has exactly ``L`` digits)."""
+
+    def __init__(self, bits: int, multiple: int = 1) -> None:
+        self.value_bits = check_positive_int(bits, "bits")
+        if self.value_bits > 48:
+            raise ValidationError(f"bits must be an integer in [1, 48], got {bits}", parameter="bits")
+        digits = -(-self.value_bits // 4)
+        digits = -(-digits // multiple) * multiple
+        super().__init__("0123456789abcdef", digits)
+        self.kind = "integer"
+
+    def symbols_of(self, values: Any) -> np.ndarray:
+        arr = np.asarray(values)
+        if arr.ndim != 1 or arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+            raise ValidationError(f"values must be a 1-d array of integers in [0, 2^{self.value_bits}), "
+                                  f"got dtype {arr.dtype} and shape {arr.shape}", parameter="values")
+        if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= (1 << self.value_bits)):
+            raise ValidationError(f"values must lie in [0, 2^{self.value_bits}), got [{arr.min()}, {arr.max()}]",
+                                  parameter="values")
+        x = arr.astype(np.int64)
+        shifts = 4 * np.arange(self.max_length - 1, -1, -1, dtype=np.int64)
+        return (((x[:, None] >> shifts[None, :]) & 15) + 1).astype(np.uint8)
+
+    def decode(self, codes: Any) -> np.ndarray:
+        sym = self.symbol_matrix(codes)
+        if sym.size and (int(sym.min()) < 1 or int(sym.max()) > 16):
+            raise ValidationError("codes hold symbols outside the hexadecimal digits", parameter="codes")
+        shifts = 4 * np.arange(self.max_length - 1, -1, -1, dtype=np.int64)
+        return ((sym - 1) << shifts[None, :]).sum(axis=1).astype(np.int64)
+
+    def valid_prefixes(self, prefixes: np.ndarray, t: int) -> np.ndarray:
+        ok = super().valid_prefixes(prefixes, t)
+        p = np.asarray(prefixes, dtype=np.int64)
+        b = self.symbol_bits
+        for i in range(int(t) // b):  # no padding symbol anywhere
+            ok &= ((p >> (t - (i + 1) * b)) & ((1 << b) - 1)) != 0
         return ok
 
 

@@ -20,7 +20,8 @@ from ...core.validation import check_epsilon, check_positive_int
 from ..base import Reports, check_n
 from ..registry import frequency_oracle
 from ..sketch import draw_hash_seed
-from ._common import DEFAULT_ALPHABET, HeavyHitterMechanism, StringCodec, UniversalHash, oracle_log_probabilities
+from ._common import (DEFAULT_ALPHABET, HeavyHitterMechanism, HexWordCodec, StringCodec, UniversalHash,
+                      oracle_log_probabilities)
 
 __all__ = ["SequenceFragmentPuzzle", "sketch_fractions"]
 
@@ -106,6 +107,10 @@ class SequenceFragmentPuzzle(HeavyHitterMechanism):
         Return only the ``k`` largest estimates.
     word_domain : int
         Buckets of the word hash (default 2^20).
+    bits : int, optional
+        Integer values in ``[0, 2^bits)`` instead of words: each is the word of its hexadecimal
+        digits (``ceil(bits/4)`` rounded up to a multiple of ``fragment_length``;
+        ``alphabet``/``max_length`` are then not used).
     max_candidates : int
         Largest number of candidate words per puzzle piece (default 10^5); above it the piece's
         fragment lists are cut to their best ``floor(max_candidates^(1/P))`` each.
@@ -119,7 +124,7 @@ class SequenceFragmentPuzzle(HeavyHitterMechanism):
                  fragment_k: int = 64, fragment_m: int = 1024, word_k: int = 64, word_m: int = 1024,
                  alphabet: str = DEFAULT_ALPHABET, max_length: int = 10, fragment_length: int = 2,
                  puzzle_bits: int = 8, fragment_top: int = 20, k: int | None = None, word_domain: int = 1 << 20,
-                 max_candidates: int = 100_000, hash_seed: int | None = None) -> None:
+                 max_candidates: int = 100_000, bits: int | None = None, hash_seed: int | None = None) -> None:
         super().__init__(epsilon)
         if not isinstance(sketch, str) or sketch.lower() not in _SKETCHES:
             raise ValidationError(f"sketch must be one of {_SKETCHES}, got {sketch!r}", parameter="sketch")
@@ -129,8 +134,8 @@ class SequenceFragmentPuzzle(HeavyHitterMechanism):
             raise ValidationError(f"fragment_epsilon must lie in (0, epsilon={self.epsilon:g}), got {fe!r}",
                                   parameter="fragment_epsilon")
         self.fragment_epsilon, self.word_epsilon = fe, self.epsilon - fe
-        self.codec = StringCodec(alphabet, max_length)
         self.fragment_length = check_positive_int(fragment_length, "fragment_length")
+        self.codec = StringCodec(alphabet, max_length) if bits is None else HexWordCodec(bits, self.fragment_length)
         if self.codec.max_length % self.fragment_length:
             raise ValidationError(f"max_length ({self.codec.max_length}) must be a multiple of fragment_length "
                                   f"({self.fragment_length})", parameter="fragment_length")
@@ -185,7 +190,7 @@ class SequenceFragmentPuzzle(HeavyHitterMechanism):
 
     def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
         sym = self.codec.symbols_of(values)
-        codes = self.codec.encode(values)
+        codes = self.codec.codes_of(sym)
         n = codes.shape[0]
         position = rng.integers(0, self.positions, size=n, dtype=np.int64)
         frag = self.fragment_sketch.randomize(self.fragment_keys(sym, codes, position), rng)
@@ -297,7 +302,8 @@ class SequenceFragmentPuzzle(HeavyHitterMechanism):
         """``log Pr[y | w] = -log P + log Pr_f[y_f | r(w, p)] + log Pr_w[y_w | hash(w)]``."""
         pos, frag, word = self._split(reports)
         arr = np.asarray([x])
-        sym, code = self.codec.symbols_of(arr), self.codec.encode(arr)
+        sym = self.codec.symbols_of(arr)
+        code = self.codec.codes_of(sym)
         out = np.full(pos.shape[0], -np.log(self.positions))
         for p in range(self.positions):  # one fragment key per position
             rows = np.flatnonzero(pos == p)
