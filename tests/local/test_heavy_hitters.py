@@ -93,8 +93,9 @@ def test_probabilities_sum_to_one_over_the_level_coin():
     for x in ["", "ab", "bbba"]:
         total = 0.0
         for i, o in enumerate(mech.levels.oracles):
-            rep = {"level": np.full(o.d, i), "y": np.arange(o.d)}
-            total += float(mech.probabilities(rep, x).sum())
+            for j in range(mech.levels.copies[i]):
+                rep = {"group": np.full(o.d, mech.levels.first_group[i] + j), "y": np.arange(o.d)}
+                total += float(mech.probabilities(rep, x).sum())
         assert abs(total - 1.0) < 1e-12
 
 
@@ -177,10 +178,9 @@ def test_treehist_recovers_planted_heavy_hitters():
     # largest background word by >= 5 sd of the difference
     codec = mech.codec
     n_level = n // mech.levels.G
-    users = np.full(mech._statistic_shape(), n_level, dtype=np.int64)
     for i, t in enumerate(mech.lengths):
         var = lambda f: mech.levels.oracles[i].variance(n_level, float(f))  # noqa: E731
-        tau = mech.thresholds(users, mech.max_candidates * (1 << mech.bits_per_level), i, n) / n
+        tau = mech.threshold(n_level, mech.max_candidates * (1 << mech.bits_per_level), i, n) / n
         pref = codec.encode(values) >> (codec.bits - t)
         u, c = np.unique(pref, return_counts=True)
         mass = dict(zip(u.tolist(), (c / n).tolist()))
@@ -291,10 +291,10 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValidationError, match="statistic"):
         mech.estimate(np.zeros(3, dtype=np.int64), 10)
     with pytest.raises(ValidationError, match="reports"):
-        mech.aggregate({"level": np.zeros(2, dtype=np.int64)})
-    with pytest.raises(ValidationError, match="level"):
+        mech.aggregate({"group": np.zeros(2, dtype=np.int64)})
+    with pytest.raises(ValidationError, match="group"):
         rep = mech.randomize(np.array(["ab", "b"]), 0)
-        rep["level"] = rep["level"] + 100
+        rep["group"] = rep["group"] + 100
         mech.aggregate(rep)
     with pytest.raises(ValidationError, match="rng"):
         mech.randomize(np.array(["ab"]), rng="x")

@@ -4,10 +4,19 @@ by PEM (:mod:`.prefix_extending`) and TreeHist (:mod:`.treehist`).
 Every user draws a level ``i`` uniformly from ``[0, G)`` (independently of its value) and reports
 the ``t_i``-bit prefix of its encoded value through level ``i``'s oracle, built over
 ``D_i = min(2^{t_i}, max_domain)`` items (the prefix itself when it fits, its public
-domain-reduction hash otherwise, :class:`~._common.UniversalHash`). One report per user, users
-split over levels by data-independent coins: the report is as private as the least private level
-oracle (parallel composition; the level is a data-independent coin), and its exact probability is
-``Pr[level = i] Pr_i[y | map_i(x)] = (1/G) Pr_i[y | map_i(x)]``.
+domain-reduction hash otherwise, :class:`~._common.UniversalHash`). On a hashed level the user also
+draws one of ``r = hash_copies`` independent hashes uniformly: a (level, copy) pair is a *group*.
+One report per user, users split over groups by data-independent coins: the report is as private
+as the least private level oracle (parallel composition), and its exact probability is
+``Pr[group] Pr_i[y | map_g(x)] = (1/(G r_i)) Pr_i[y | map_g(x)]``.
+
+Why copies: candidates of one level are the previous survivors extended by every suffix, so a
+heavy prefix's siblings are candidates too; a candidate that shares its bucket with a heavy
+candidate would inherit its count. The server sees which candidates share a bucket under each
+hash; a candidate's estimate is the mean over the copies in which its bucket holds no other
+candidate (over all copies when every copy is shared), so a false candidate is promoted only when
+it collides with a heavy one under every copy (probability about ``(c / D)^r`` for ``c``
+candidates).
 """
 
 from __future__ import annotations
@@ -33,7 +42,7 @@ class PrefixLevels:
     """``G`` levels of prefix lengths ``t_0 < ... < t_{G-1}``, one registry oracle each."""
 
     def __init__(self, epsilon: float, lengths: list[int], oracle: str, oracle_params: dict | None,
-                 max_domain: int, hash_seed: int | None) -> None:
+                 max_domain: int, hash_seed: int | None, hash_copies: int = 2) -> None:
         if not isinstance(oracle, str) or oracle.lower() not in FREQUENCY_ORACLES:
             raise ValidationError(f"unknown frequency oracle {oracle!r}; choose one of {sorted(FREQUENCY_ORACLES)}",
                                   parameter="oracle")
@@ -54,8 +63,17 @@ class PrefixLevels:
         params = dict(oracle_params or {})
         self.domains = [min(1 << t, self.max_domain) for t in self.lengths]
         self.hashed = [(1 << t) > self.max_domain for t in self.lengths]
-        self.hashers = [UniversalHash(D, self.hash_seed, i) if h else None
-                        for i, (D, h) in enumerate(zip(self.domains, self.hashed))]
+        self.hash_copies = check_positive_int(hash_copies, "hash_copies")
+        if self.hash_copies > 16:
+            raise ValidationError(f"hash_copies must be an integer in [1, 16], got {hash_copies}",
+                                  parameter="hash_copies")
+        self.copies = [self.hash_copies if h else 1 for h in self.hashed]
+        self.hashers = [[UniversalHash(D, self.hash_seed, 16 * i + j) for j in range(r)] if h else [None]
+                        for i, (D, h, r) in enumerate(zip(self.domains, self.hashed, self.copies))]
+        #: (level, copy) of every group, and the first group of every level
+        self.groups = [(i, j) for i in range(self.G) for j in range(self.copies[i])]
+        self.n_groups = len(self.groups)
+        self.first_group = np.concatenate([[0], np.cumsum(self.copies)]).astype(np.int64)
         if self.oracle_name in ("cms", "hcms") and "hash_seed" not in params:
             params["hash_seed"] = self.hash_seed
         self.oracles = [frequency_oracle(self.oracle_name, epsilon, max(2, D), **params) for D in self.domains]
@@ -69,11 +87,13 @@ class PrefixLevels:
         self.dtypes = {f: np.asarray(probe[0][f]).dtype for f in fields}
         self.wire_shapes = {f: tuple(np.max(np.array([s for s in sh], dtype=np.int64), axis=0)) if sh[0] else ()
                             for f, sh in self.shapes.items()}
-        self.stat_shapes = [tuple(np.shape(o.aggregate(p))) for o, p in zip(self.oracles, probe)]
+        level_shapes = [tuple(np.shape(o.aggregate(p))) for o, p in zip(self.oracles, probe)]
+        self.stat_shapes = [level_shapes[i] for i, _ in self.groups]
 
-    def map(self, i: int, prefixes: np.ndarray) -> np.ndarray:
-        """Oracle item of ``t_i``-bit prefixes at level ``i`` (identity, or the public hash)."""
-        h = self.hashers[i]
+    def map(self, i: int, prefixes: np.ndarray, copy: int = 0) -> np.ndarray:
+        """Oracle item of ``t_i``-bit prefixes at level ``i`` under hash ``copy`` (identity, or the
+        public hash)."""
+        h = self.hashers[i][copy]
         return np.asarray(prefixes, dtype=np.int64) if h is None else h(prefixes)
 
     def prefix(self, codes: np.ndarray, i: int, total_bits: int) -> np.ndarray:
@@ -83,14 +103,16 @@ class PrefixLevels:
     def randomize(self, codes: np.ndarray, total_bits: int, rng: np.random.Generator) -> Reports:
         n = codes.shape[0]
         level = rng.integers(0, self.G, size=n, dtype=np.int64)
-        out: dict[str, np.ndarray] = {"level": level}
+        copy = rng.integers(0, np.asarray(self.copies, dtype=np.int64)[level], dtype=np.int64)
+        group = self.first_group[level] + copy
+        out: dict[str, np.ndarray] = {"group": group}
         for f in self.fields:
             out[f] = np.zeros((n, *self.wire_shapes[f]), dtype=self.dtypes[f])
-        for i in range(self.G):  # one vectorized oracle call per level
-            rows = np.flatnonzero(level == i)
+        for g, (i, j) in enumerate(self.groups):  # one vectorized oracle call per group
+            rows = np.flatnonzero(group == g)
             if rows.size == 0:
                 continue
-            rep = self.oracles[i].randomize(self.map(i, self.prefix(codes[rows], i, total_bits)), rng)
+            rep = self.oracles[i].randomize(self.map(i, self.prefix(codes[rows], i, total_bits), j), rng)
             for f in self.fields:
                 v = np.asarray(rep[f])
                 idx = (rows,) + tuple(slice(0, s) for s in v.shape[1:])
@@ -106,64 +128,86 @@ class PrefixLevels:
         return sub
 
     def validate(self, reports: Reports) -> np.ndarray:
-        if not isinstance(reports, dict) or set(reports) != {"level", *self.fields}:
-            raise ValidationError(f"reports must have exactly the fields {sorted(['level', *self.fields])}",
+        if not isinstance(reports, dict) or set(reports) != {"group", *self.fields}:
+            raise ValidationError(f"reports must have exactly the fields {sorted(['group', *self.fields])}",
                                   parameter="reports")
-        level = np.asarray(reports["level"])
-        if level.ndim != 1 or not np.issubdtype(level.dtype, np.integer) or \
-                (level.size and (int(level.min()) < 0 or int(level.max()) >= self.G)):
-            raise ValidationError(f"level must be integers in [0, {self.G})", parameter="level")
-        return level.astype(np.int64)
+        group = np.asarray(reports["group"])
+        if group.ndim != 1 or group.dtype == np.bool_ or not np.issubdtype(group.dtype, np.integer) or \
+                (group.size and (int(group.min()) < 0 or int(group.max()) >= self.n_groups)):
+            raise ValidationError(f"group must be integers in [0, {self.n_groups})", parameter="group")
+        return group.astype(np.int64)
 
     # --- analyzer -----------------------------------------------------------------------
     def aggregate(self, reports: Reports) -> tuple[np.ndarray, list[np.ndarray]]:
-        level = self.validate(reports)
-        users = np.bincount(level, minlength=self.G).astype(np.int64)
+        group = self.validate(reports)
+        users = np.bincount(group, minlength=self.n_groups).astype(np.int64)
         stats = []
-        for i in range(self.G):  # one oracle aggregate per level
-            rows = np.flatnonzero(level == i)
+        for g, (i, _) in enumerate(self.groups):  # one oracle aggregate per group
+            rows = np.flatnonzero(group == g)
             if rows.size == 0:
-                stats.append(np.zeros(self.stat_shapes[i], dtype=np.int64))
+                stats.append(np.zeros(self.stat_shapes[g], dtype=np.int64))
                 continue
             sub = self.level_reports(reports, i, rows)
             sub = self.oracles[i].validate_reports(sub)
             stats.append(np.asarray(self.oracles[i].aggregate(sub)))
         return users, stats
 
-    def estimate_level(self, i: int, stat: np.ndarray, n_i: int, prefixes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def level_users(self, users: np.ndarray) -> np.ndarray:
+        """Users per level from the users per group."""
+        return np.add.reduceat(np.asarray(users, dtype=np.int64), self.first_group[:-1])
+
+    def estimate_level(self, i: int, piece: Any, users: np.ndarray, prefixes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Fractions of level ``i``'s users holding each prefix, and their standard errors.
 
-        On a hashed level the bucket's estimate ``f_b`` also counts the prefixes sharing the
-        bucket; ``(f_b - 1/D)/(1 - 1/D)`` removes their mean contribution over the draw of the
-        hash (collision probability ``1/D`` per pair, up to the ``O(D/p)`` non-uniformity of the
-        final reduction).
+        ``piece(g)`` is group ``g``'s oracle statistic, ``users`` the users per group. On a hashed
+        level a bucket's estimate ``f_b`` also counts the prefixes sharing the bucket;
+        ``(f_b - 1/D)/(1 - 1/D)`` removes their mean contribution over the draw of the hash
+        (collision probability ``1/D`` per pair, up to the ``O(D/p)`` non-uniformity of the final
+        reduction); the copies are combined as in the module docstring.
         """
-        if n_i < 1:
-            raise ValidationError(f"level {i} received no report: too few users for {self.G} levels",
-                                  parameter="statistic")
-        est = self.oracles[i].estimate(stat, int(n_i))
-        items = self.map(i, prefixes)
-        f, s = est.values[items], est.stderr[items]
-        if self.hashed[i]:
-            D = self.domains[i]
-            f = (f - 1.0 / D) / (1.0 - 1.0 / D)
-            s = s / (1.0 - 1.0 / D)
+        fs, ss, clean = [], [], []
+        for j in range(self.copies[i]):  # one oracle estimate per hash copy
+            g = int(self.first_group[i]) + j
+            n_g = int(users[g])
+            if n_g < 1:
+                raise ValidationError(f"level {i} (hash copy {j}) received no report: too few users for "
+                                      f"{self.n_groups} groups", parameter="statistic")
+            est = self.oracles[i].estimate(piece(g), n_g)
+            items = self.map(i, prefixes, j)
+            f, s = est.values[items], est.stderr[items]
+            if self.hashed[i]:
+                D = self.domains[i]
+                f = (f - 1.0 / D) / (1.0 - 1.0 / D)
+                s = s / (1.0 - 1.0 / D)
+                counts = np.bincount(items, minlength=D)
+                clean.append(counts[items] == 1)
+            else:
+                clean.append(np.ones(items.shape, dtype=bool))
+            fs.append(f)
+            ss.append(s)
+        F, S, C = np.stack(fs), np.stack(ss), np.stack(clean)
+        C = np.where(C.any(axis=0)[None, :], C, True)  # no clean copy: use them all
+        w = C.sum(axis=0)
+        f = (F * C).sum(axis=0) / w
+        s = np.sqrt((S**2 * C).sum(axis=0)) / w
         return f, s
 
     def zero_stderr(self, i: int, n_i: int) -> float:
-        """Standard deviation of a fraction estimate at level ``i`` for an item nobody holds."""
-        return float(np.sqrt(self.oracles[i].variance(max(1, int(n_i)), 0.0)))
+        """Standard deviation of a fraction estimate at level ``i`` (``n_i`` users over its ``r``
+        copies) for an item nobody holds: the mean of ``r`` estimates from ``n_i / r`` users each."""
+        r = self.copies[i]
+        return float(np.sqrt(self.oracles[i].variance(max(1, int(n_i) // r), 0.0) / r))
 
     def log_probabilities(self, reports: Reports, code: int, total_bits: int) -> np.ndarray:
-        level = self.validate(reports)
-        out = np.full(level.shape[0], -np.inf)
-        for i in range(self.G):  # one oracle call per level
-            rows = np.flatnonzero(level == i)
+        group = self.validate(reports)
+        out = np.full(group.shape[0], -np.inf)
+        for g, (i, j) in enumerate(self.groups):  # one oracle call per group
+            rows = np.flatnonzero(group == g)
             if rows.size == 0:
                 continue
-            item = int(self.map(i, np.asarray([code >> (total_bits - self.lengths[i])]))[0])
-            out[rows] = -np.log(self.G) + oracle_log_probabilities(self.oracles[i],
-                                                                   self.level_reports(reports, i, rows), item)
+            item = int(self.map(i, np.asarray([code >> (total_bits - self.lengths[i])]), j)[0])
+            out[rows] = -np.log(self.G) - np.log(self.copies[i]) + oracle_log_probabilities(
+                self.oracles[i], self.level_reports(reports, i, rows), item)
         return out
 
     def effective_epsilon(self) -> float:

@@ -68,6 +68,10 @@ class PrefixExtendingMethod(HeavyHitterMechanism):
         Largest oracle domain per level (default 4096): longer prefixes are hashed into it.
     hash_seed : int, optional
         Seed of the public hashes (drawn from the OS when omitted).
+    hash_copies : int
+        Independent hashes per hashed level (default 2), users split among them by a coin; a
+        candidate sharing its bucket with another under one hash is estimated from the others
+        (:mod:`._prefix`).
     """
 
     name = "pem"
@@ -75,7 +79,7 @@ class PrefixExtendingMethod(HeavyHitterMechanism):
     def __init__(self, epsilon: float, k: int = 16, eta: int = 4, oracle: str = "olh",
                  oracle_params: dict[str, Any] | None = None, alphabet: str | None = None,
                  max_length: int | None = None, bits: int | None = None, max_domain: int = DEFAULT_MAX_DOMAIN,
-                 hash_seed: int | None = None) -> None:
+                 hash_seed: int | None = None, hash_copies: int = 2) -> None:
         super().__init__(epsilon)
         self.codec = make_codec(alphabet, max_length, bits)
         self.k = check_positive_int(k, "k")
@@ -88,9 +92,9 @@ class PrefixExtendingMethod(HeavyHitterMechanism):
         lengths = [t0]
         while lengths[-1] < B:
             lengths.append(min(B, lengths[-1] + self.eta))
-        self.levels = PrefixLevels(self.epsilon, lengths, oracle, oracle_params, max_domain, hash_seed)
+        self.levels = PrefixLevels(self.epsilon, lengths, oracle, oracle_params, max_domain, hash_seed, hash_copies)
         self.hash_seed = self.levels.hash_seed
-        self._layout(self.levels.G, self.levels.stat_shapes)
+        self._layout(self.levels.n_groups, self.levels.stat_shapes)
 
     @property
     def lengths(self) -> list[int]:
@@ -120,6 +124,7 @@ class PrefixExtendingMethod(HeavyHitterMechanism):
         """The top-``k`` items of the last level with their estimated counts (module docstring)."""
         stat = np.asarray(statistic)
         users = self.group_users(stat)
+        level_users = self.levels.level_users(users)
         B = self.codec.bits
         survivors = np.zeros(1, dtype=np.int64)
         prev = 0
@@ -129,7 +134,7 @@ class PrefixExtendingMethod(HeavyHitterMechanism):
             cand = ((survivors[:, None] << step) | np.arange(1 << step, dtype=np.int64)[None, :]).ravel()
             cand = cand[self.codec.valid_prefixes(cand, t)]
             evaluated += cand.size
-            f, s = self.levels.estimate_level(i, self._piece(stat, i), int(users[i]), cand)
+            f, s = self.levels.estimate_level(i, lambda g: self._piece(stat, g), users, cand)
             order = np.argsort(-f, kind="stable")[:self.k]
             survivors, f, s = cand[order], f[order], s[order]
             prev = t
@@ -137,7 +142,7 @@ class PrefixExtendingMethod(HeavyHitterMechanism):
         return Estimate(f * n, s * n, n, self.privacy(), "count", labels=self._labels(survivors),
                         extra={"method": "pem", "oracle": self.levels.oracle_name, "levels": self.levels.G,
                                "lengths": self.lengths, "candidates_evaluated": int(evaluated),
-                               "users_per_level": users.tolist(), "hash_seed": self.hash_seed})
+                               "users_per_level": level_users.tolist(), "hash_seed": self.hash_seed})
 
     def variance(self, n: int | None = None, value: float = 0.0) -> float:
         """Variance of the final fraction estimate of an item of true fraction ``value``: the last

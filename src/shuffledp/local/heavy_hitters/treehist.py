@@ -65,8 +65,9 @@ class TreeHist(HeavyHitterMechanism):
         Survivors kept per level at most (default 256).
     k : int, optional
         Return only the ``k`` largest final estimates.
-    max_domain, hash_seed :
-        Domain reduction of long prefixes (default 4096) and the public hash seed.
+    max_domain, hash_seed, hash_copies :
+        Domain reduction of long prefixes (default 4096), the public hash seed, and the number of
+        independent hashes of a hashed level (default 2; see :mod:`._prefix`).
     """
 
     name = "treehist"
@@ -74,7 +75,8 @@ class TreeHist(HeavyHitterMechanism):
     def __init__(self, epsilon: float, oracle: str = "olh", oracle_params: dict[str, Any] | None = None,
                  alphabet: str | None = None, max_length: int | None = None, bits: int | None = None,
                  bits_per_level: int | None = None, beta: float = 0.05, max_candidates: int = 256,
-                 k: int | None = None, max_domain: int = DEFAULT_MAX_DOMAIN, hash_seed: int | None = None) -> None:
+                 k: int | None = None, max_domain: int = DEFAULT_MAX_DOMAIN, hash_seed: int | None = None,
+                 hash_copies: int = 2) -> None:
         super().__init__(epsilon)
         self.codec = make_codec(alphabet, max_length, bits)
         B = self.codec.bits
@@ -90,9 +92,9 @@ class TreeHist(HeavyHitterMechanism):
             raise ValidationError("max_candidates * 2^bits_per_level must be <= 2^22", parameter="max_candidates")
         self.k = None if k is None else check_positive_int(k, "k")
         lengths = list(range(step, B, step)) + [B]
-        self.levels = PrefixLevels(self.epsilon, lengths, oracle, oracle_params, max_domain, hash_seed)
+        self.levels = PrefixLevels(self.epsilon, lengths, oracle, oracle_params, max_domain, hash_seed, hash_copies)
         self.hash_seed = self.levels.hash_seed
-        self._layout(self.levels.G, self.levels.stat_shapes)
+        self._layout(self.levels.n_groups, self.levels.stat_shapes)
 
     @property
     def lengths(self) -> list[int]:
@@ -115,16 +117,17 @@ class TreeHist(HeavyHitterMechanism):
         users, stats = self.levels.aggregate(reports)
         return self._pack(users, stats)
 
-    def thresholds(self, statistic: Any, candidates: int, level: int, n: int) -> float:
-        """The survival threshold ``tau_i`` (a count) of ``candidates`` candidates at ``level``."""
-        users = self.group_users(statistic)
+    def threshold(self, level_users: int, candidates: int, level: int, n: int) -> float:
+        """The survival threshold ``tau_i`` (a count among ``n`` users) of ``candidates`` candidates
+        at ``level``, which ``level_users`` users reported."""
         z = normal_quantile(1.0 - self.beta / (self.levels.G * max(1, candidates)))
-        return z * n * self.levels.zero_stderr(level, int(users[level]))
+        return z * n * self.levels.zero_stderr(level, int(level_users))
 
     def estimate(self, statistic: np.ndarray, n: int | None = None) -> Estimate:
         """The last level's surviving items with their estimated counts (class docstring)."""
         stat = np.asarray(statistic)
         users = self.group_users(stat)
+        level_users = self.levels.level_users(users)
         survivors = np.zeros(1, dtype=np.int64)
         f = s = np.zeros(0)
         prev = 0
@@ -137,8 +140,8 @@ class TreeHist(HeavyHitterMechanism):
             if cand.size == 0:
                 survivors, f, s = cand, np.zeros(0), np.zeros(0)
                 break
-            f, s = self.levels.estimate_level(i, self._piece(stat, i), int(users[i]), cand)
-            tau = self.thresholds(stat, cand.size, i, n)
+            f, s = self.levels.estimate_level(i, lambda g: self._piece(stat, g), users, cand)
+            tau = self.threshold(int(level_users[i]), cand.size, i, n)
             taus.append(tau)
             keep = np.flatnonzero(f * n >= tau)
             keep = keep[np.argsort(-f[keep], kind="stable")[:self.max_candidates]]
@@ -149,7 +152,7 @@ class TreeHist(HeavyHitterMechanism):
         return Estimate(f * n, s * n, n, self.privacy(), "count", labels=self._labels(survivors),
                         extra={"method": "treehist", "oracle": self.levels.oracle_name, "levels": self.levels.G,
                                "lengths": self.lengths, "thresholds": taus, "beta": self.beta,
-                               "candidates_evaluated": int(evaluated), "users_per_level": users.tolist(),
+                               "candidates_evaluated": int(evaluated), "users_per_level": level_users.tolist(),
                                "hash_seed": self.hash_seed})
 
     def variance(self, n: int | None = None, value: float = 0.0) -> float:
