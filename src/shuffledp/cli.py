@@ -319,6 +319,7 @@ COMMAND_MODULES = (
     "shuffledp.experiments.amplification_cli",
     "shuffledp.experiments.survey_cli",
     "shuffledp.experiments.keyvalue_cli",
+    "shuffledp.experiments.heavy_hitters_cli",
     "shuffledp.experiments.compare_cli",
     "shuffledp.engines.cli",
     "shuffledp.service.cli",

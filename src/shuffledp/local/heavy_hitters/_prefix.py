@@ -14,9 +14,10 @@ Why copies: candidates of one level are the previous survivors extended by every
 heavy prefix's siblings are candidates too; a candidate that shares its bucket with a heavy
 candidate would inherit its count. The server sees which candidates share a bucket under each
 hash; a candidate's estimate is the mean over the copies in which its bucket holds no other
-candidate (over all copies when every copy is shared), so a false candidate is promoted only when
-it collides with a heavy one under every copy (probability about ``(c / D)^r`` for ``c``
-candidates).
+candidate (when every copy is shared, the copy with the smallest estimate: sharing adds mass), so
+a false candidate is promoted only when it shares a bucket with a heavy one under every copy
+(probability about ``(h / D)^r`` for ``h`` heavy candidates). Keep the candidates of a level well
+below ``D``: most buckets then hold one candidate.
 """
 
 from __future__ import annotations
@@ -186,7 +187,11 @@ class PrefixLevels:
             fs.append(f)
             ss.append(s)
         F, S, C = np.stack(fs), np.stack(ss), np.stack(clean)
-        C = np.where(C.any(axis=0)[None, :], C, True)  # no clean copy: use them all
+        # no clean copy: the copy with the smallest estimate (the least contaminated one: sharing
+        # adds non-negative mass in expectation)
+        lowest = np.zeros_like(C)
+        lowest[np.argmin(F, axis=0), np.arange(F.shape[1])] = True
+        C = np.where(C.any(axis=0)[None, :], C, lowest)
         w = C.sum(axis=0)
         f = (F * C).sum(axis=0) / w
         s = np.sqrt((S**2 * C).sum(axis=0)) / w

@@ -62,7 +62,8 @@ class TreeHist(HeavyHitterMechanism):
     beta : float
         Bound on the probability that an item nobody holds survives some level (default 0.05).
     max_candidates : int
-        Survivors kept per level at most (default 256).
+        Survivors kept per level at most (default 64: with one 5-bit symbol per level, 2048
+        candidates per level, half the default ``max_domain``; see :mod:`._prefix`).
     k : int, optional
         Return only the ``k`` largest final estimates.
     max_domain, hash_seed, hash_copies :
@@ -74,7 +75,7 @@ class TreeHist(HeavyHitterMechanism):
 
     def __init__(self, epsilon: float, oracle: str = "olh", oracle_params: dict[str, Any] | None = None,
                  alphabet: str | None = None, max_length: int | None = None, bits: int | None = None,
-                 bits_per_level: int | None = None, beta: float = 0.05, max_candidates: int = 256,
+                 bits_per_level: int | None = None, beta: float = 0.05, max_candidates: int = 64,
                  k: int | None = None, max_domain: int = DEFAULT_MAX_DOMAIN, hash_seed: int | None = None,
                  hash_copies: int = 2) -> None:
         super().__init__(epsilon)

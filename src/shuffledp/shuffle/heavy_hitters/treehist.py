@@ -24,7 +24,7 @@ class ShuffledTreeHist(ShuffledHeavyHitters):
     def __init__(self, epsilon: float, delta: float, n: int, d: int = 1 << 16, oracle: str = "olh",
                  oracle_params: dict[str, Any] | None = None, alphabet: str | None = None,
                  max_length: int | None = None, bits_per_level: int | None = None, beta: float = 0.05,
-                 max_candidates: int = 256, k: int | None = None, max_domain: int = 4096,
+                 max_candidates: int = 64, k: int | None = None, max_domain: int = 4096,
                  hash_seed: int | None = None) -> None:
         enc = self._setup(epsilon, delta, n, d, alphabet, max_length)
         self.mechanism = TreeHist(self.eps_l, oracle=oracle, oracle_params=oracle_params,
