@@ -61,8 +61,8 @@ class HeavyHitterExperimentConfig:
 
     @classmethod
     def full(cls, out: Path) -> "HeavyHitterExperimentConfig":
-        return cls(out=out, ns=[100_000, 1_000_000], local_eps=[1.0, 2.0, 4.0, 6.0, 8.0],
-                   central_eps=[0.25, 0.5, 1.0, 2.0], reps=1, max_domain=4096)
+        return cls(out=out, ns=[100_000, 1_000_000], local_eps=[1.0, 2.0, 4.0, 8.0],
+                   central_eps=[0.5, 1.0, 2.0], reps=1, max_domain=4096)
 
 
 def zipf_words(n: int, vocabulary: int, s: float, max_length: int, rng: np.random.Generator) -> np.ndarray:

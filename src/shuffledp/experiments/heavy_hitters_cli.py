@@ -16,7 +16,7 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
     def heavy_hitters(
         quick: bool = typer.Option(False, "--quick", help="the default: n = 2*10^4, 2 local and 1 central eps "
                                                           "(< 1 min)"),
-        full: bool = typer.Option(False, "--full", help="n in {10^5, 10^6}, 5 local and 4 central eps"),
+        full: bool = typer.Option(False, "--full", help="n in {10^5, 10^6}, 4 local and 3 central eps"),
         reps: int | None = typer.Option(None, parser=count(1), help="override the number of repetitions"),
         out: Path | None = typer.Option(None, "--out", help="output folder (CSV, PNG, index.html); default "
                                                             "results/heavy_hitters for --full, "

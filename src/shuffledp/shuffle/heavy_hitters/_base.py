@@ -99,6 +99,12 @@ class ShuffledHeavyHitters(Protocol):
                                      "(Feldman-McMillan-Talwar, generic randomizer)")
 
     @property
+    def hash_seed(self) -> int:
+        """The seed of the mechanism's public hashes (drawn at construction when not given): an
+        analyzer must rebuild the protocol with it."""
+        return int(self.mechanism.hash_seed)
+
+    @property
     def local_randomizer(self) -> HeavyHitterMechanism:
         return self.mechanism
 
