@@ -89,3 +89,23 @@ def test_errors():
     assert w.example_values(2).tolist() == ["", ""]
     with pytest.raises(ValidationError, match="values"):
         w.encode(np.array(["abc", "zz"]), 0)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_public_hash_seed_is_pinned_for_the_analyzer(name):
+    """An analyzer rebuilding the protocol must get the same public hashes: the archive writes the
+    drawn seed out and a service task draws one seed for all."""
+    from shuffledp.engines.archive import _pin_public_randomness
+    from shuffledp.service.config import _with_drawn_protocol_hash_seed
+
+    p = protocol(name, epsilon=1.0, delta=1e-6, n=3000, d=64)
+    pinned = _pin_public_randomness(name, p, {"d": 64})
+    assert pinned["hash_seed"] == p.hash_seed
+    again = protocol(name, epsilon=1.0, delta=1e-6, n=3000, **pinned)
+    rng = np.random.default_rng(1)
+    stat = p.aggregate(p.encode(rng.integers(0, 64, 3000), rng))
+    a, b = p.estimate(stat, 3000), again.estimate(stat, 3000)
+    assert a.labels == b.labels and np.array_equal(a.values, b.values)
+    spec = _with_drawn_protocol_hash_seed({"name": name, "params": {"d": 64}})
+    assert isinstance(spec["params"]["hash_seed"], int)
+    assert _with_drawn_protocol_hash_seed({"name": name, "params": {"hash_seed": 5}})["params"]["hash_seed"] == 5
