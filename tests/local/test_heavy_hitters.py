@@ -327,3 +327,26 @@ def test_valid_prefixes_rejects_impossible_encodings():
     words = {"".join(w) for L in range(4) for w in itertools.product("ab", repeat=L)}
     assert int(ok.sum()) == len(words)
     assert set(codec.decode(codes[ok]).tolist()) == words
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, (1 << 20) - 1), min_size=1, max_size=30), st.integers(1, 3))
+def test_hex_word_codec_roundtrip(values, multiple):
+    from shuffledp.local.heavy_hitters import HexWordCodec
+
+    codec = HexWordCodec(20, multiple)
+    assert codec.max_length % multiple == 0 and codec.max_length >= 5
+    codes = codec.encode(np.array(values))
+    assert codec.decode(codes).tolist() == values
+    assert np.all(codec.valid_prefixes(codes, codec.bits))
+    assert not np.any(codec.valid_prefixes(np.zeros(3, dtype=np.int64), codec.bits))  # all padding
+
+
+def test_sfp_over_integer_ids():
+    """Three ids with 20% of 30,000 users each; at eps = 8 (4 + 4) a fragment key's sd is below 1%
+    of the users at each of the 2 positions and a word's below 0.5%: 20 sd of margin at least."""
+    rng = np.random.default_rng(3)
+    ids = np.where(rng.random(30_000) < 0.6, rng.choice(np.array([7, 4000, 65535]), 30_000), rng.integers(0, 1 << 16, 30_000))
+    mech = SequenceFragmentPuzzle(8.0, bits=16, k=3, hash_seed=2)
+    est = mech.run(ids, rng)
+    assert set(est.labels) == {7, 4000, 65535}

@@ -17,13 +17,13 @@ from __future__ import annotations
 from typing import Any
 
 from ...core.errors import ValidationError
-from ._common import DEFAULT_ALPHABET, HeavyHitterMechanism, IntegerCodec, StringCodec, UniversalHash
+from ._common import DEFAULT_ALPHABET, HeavyHitterMechanism, HexWordCodec, IntegerCodec, StringCodec, UniversalHash
 from .prefix_extending import PrefixExtendingMethod
 from .sequence_fragment_puzzle import SequenceFragmentPuzzle
 from .treehist import TreeHist
 
 __all__ = ["HEAVY_HITTERS", "heavy_hitter", "HeavyHitterMechanism", "SequenceFragmentPuzzle",
-           "PrefixExtendingMethod", "TreeHist", "StringCodec", "IntegerCodec", "UniversalHash", "DEFAULT_ALPHABET"]
+           "PrefixExtendingMethod", "TreeHist", "StringCodec", "IntegerCodec", "HexWordCodec", "UniversalHash", "DEFAULT_ALPHABET"]
 
 #: name -> class
 HEAVY_HITTERS: dict[str, type[HeavyHitterMechanism]] = {
