@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from ..cli import count, experiment_outdir
+from ..cli import count, experiment_outdir, fail
 
 
 def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
@@ -29,8 +29,7 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
         from .heavy_hitters import HeavyHitterExperimentConfig, run_heavy_hitter_experiment
 
         if quick and full:
-            typer.echo("choose at most one of --quick or --full", err=True)
-            raise typer.Exit(2)
+            fail("choose at most one of --quick (the default) or --full")
         folder = experiment_outdir("heavy-hitters", "heavy_hitters", not full, full, out)
         cfg = HeavyHitterExperimentConfig.full(folder) if full else HeavyHitterExperimentConfig.quick(folder)
         cfg.seed = seed
