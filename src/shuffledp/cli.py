@@ -332,6 +332,7 @@ COMMAND_MODULES = (
     "shuffledp.experiments.amplification_cli",
     "shuffledp.experiments.survey_cli",
     "shuffledp.experiments.keyvalue_cli",
+    "shuffledp.experiments.heavy_hitters_cli",
     "shuffledp.experiments.compare_cli",
     "shuffledp.experiments.private_learning_cli",
     "shuffledp.engines.cli",

@@ -80,10 +80,12 @@ def build_protocol(spec: dict[str, Any]) -> Protocol:
 
 def _pin_public_randomness(name: str, proto: Protocol, params: dict[str, Any]) -> dict[str, Any]:
     """Parameters with the public randomness drawn at construction written out, so the analyzer
-    rebuilds the same protocol (pucm's ``public_seed``, a sketch oracle's ``hash_seed``)."""
+    rebuilds the same protocol (pucm's ``public_seed``, a sketch oracle's or a heavy-hitter protocol's
+    ``hash_seed``)."""
     params = dict(params)
-    if hasattr(proto, "public_seed") and params.get("public_seed") is None and "public_seed" in _accepted(name):
-        params["public_seed"] = int(getattr(proto, "public_seed"))
+    for seed in ("public_seed", "hash_seed"):  # pucm; the heavy-hitter protocols
+        if getattr(proto, seed, None) is not None and params.get(seed) is None and seed in _accepted(name):
+            params[seed] = int(getattr(proto, seed))
     oracle = getattr(proto, "oracle", None)
     if name == "ldp_oracle" and hasattr(oracle, "hash_seed"):
         op = dict(params.get("oracle_params") or {})

@@ -204,8 +204,17 @@ def build_protocol(spec: Any) -> Any:
     return p
 
 
+#: Protocols whose public hashes are drawn from their own ``hash_seed`` parameter (heavy hitters).
+HASH_SEED_PROTOCOLS = ("hh_sfp", "hh_pem", "hh_treehist")
+
+
 def _with_drawn_protocol_hash_seed(spec: Any) -> Any:
-    """``ldp_oracle`` over CMS/HCMS: a new task draws the hash family's seed (recorded in the task)."""
+    """``ldp_oracle`` over CMS/HCMS, and the heavy-hitter protocols: a new task draws the public
+    hashes' seed (recorded in the task)."""
+    if isinstance(spec, dict) and spec.get("name") in HASH_SEED_PROTOCOLS and isinstance(spec.get("params"), dict) \
+            and spec["params"].get("hash_seed") is None:
+        from ..local.apple import draw_hash_seed
+        return {**spec, "params": {**spec["params"], "hash_seed": draw_hash_seed()}}
     if not isinstance(spec, dict) or spec.get("name") != "ldp_oracle" or not isinstance(spec.get("params"), dict):
         return spec
     params = spec["params"]

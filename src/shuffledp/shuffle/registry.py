@@ -32,6 +32,8 @@ PROTOCOL_MODULES: dict[str, str] = {
     "rsum_rr": "sums.rsum_rr", "rsum_kr": "sums.rsum_kr", "rsum_rm": "sums.rsum_rm", "rsum_dsg": "sums.rsum_dsg",
     # other statistics
     "distinct": "distinct", "range_count": "range_count", "put": "uniformity", "aut": "uniformity",
+    # heavy hitters over a large or unknown domain (ints in [0, d), or words)
+    "hh_sfp": "heavy_hitters.sfp", "hh_pem": "heavy_hitters.pem", "hh_treehist": "heavy_hitters.treehist",
     # baselines in the local and central models (the survey's comparisons)
     "ldp_rr": "baselines.ldp_rr", "ldp_krr": "baselines.ldp_krr", "ldp_harmony": "baselines.ldp_harmony",
     "ldp_oracle": "baselines.ldp_oracle", "cdp_laplace_count": "baselines.cdp_laplace_count",
