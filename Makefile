@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "torch==2.13.0"
-	$(BIN)/python -m pip install -q -e ".[dev,plots,service,crosscheck,docs,ml,gpu]"
+	$(BIN)/python -m pip install -q -e ".[dev,plots,service,crosscheck,docs,ml,gpu,data]"
 	@rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 install: $(STAMP)
