@@ -18,7 +18,6 @@ import numpy as np
 
 from ..core.errors import ValidationError
 from ..core.privacy import PrivacyStatement
-from ..central.curator_input import ExactHistogramInput
 from ..core.validation import check_real
 from .wire import MAX_CROWD_LEN, PlaintextSchema, check_envelope_fits, envelope_len
 
@@ -136,6 +135,9 @@ def _build_mechanism(spec: dict) -> Any:
     if kind == "mean":
         from ..local import mean_oracle
         return mean_oracle(name, eps(), **params)
+    if kind in ("central", "test"):
+        # imported here: the central package loads scipy, which a local-oracle client never needs
+        from ..central.curator_input import ExactHistogramInput
     if kind == "central":
         if name != "histogram":
             raise ValidationError(f"unknown central-mode mechanism {name!r} (use 'histogram')",
