@@ -174,9 +174,13 @@ def main() -> None:
 
 
 def _maxrss_mb() -> float:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # Linux: KiB
+    """This process's resident high-water mark (``VmHWM``, MB). Not ``ru_maxrss``: Linux keeps that
+    across ``exec``, so a worker spawned by a big parent would report the parent's peak."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024   # kB
+    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def _local_peak_mb(files: list[str]) -> float:
@@ -185,10 +189,10 @@ def _local_peak_mb(files: list[str]) -> float:
     import subprocess
     import sys
 
-    code = ("import json, resource, sys; from shuffledp.engines import LocalEngine; "
+    code = ("import json, sys; from shuffledp.engines import LocalEngine; "
             "from shuffledp.engines.archive import aggregate_archives; "
             "aggregate_archives(json.loads(sys.argv[1]), LocalEngine()); "
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)")
+            "print([int(l.split()[1]) / 1024 for l in open('/proc/self/status') if l.startswith('VmHWM:')][0])")
     out = subprocess.run([sys.executable, "-c", code, json.dumps(files)], check=True, capture_output=True, text=True)
     return float(out.stdout.strip().splitlines()[-1])
 
