@@ -55,7 +55,7 @@ from .base import Engine, check_engine_protocol, merge_statistics
 
 __all__ = ["ArchiveError", "ArchiveInfo", "Partition", "FORMAT", "METADATA_KEY", "build_protocol",
            "open_archives", "read_partition", "aggregate_archives", "aggregate_partitions", "aggregate_keyed",
-           "simulate_archive", "write_part", "export_release_part", "set_aggregation_device", "synthetic_values", "information_bits"]
+           "simulate_archive", "write_part", "export_release_part", "set_aggregation_device", "aggregate_each", "synthetic_values", "information_bits"]
 
 METADATA_KEY = b"shuffledp.archive"
 FORMAT = 1
@@ -427,6 +427,32 @@ def aggregate_keyed(jobs: Mapping[Any, tuple[Protocol, Sequence[Partition]]], en
             per[key].append(value)
     return {key: merge_statistics(jobs[key][0], st) if st else np.asarray(jobs[key][0].aggregate({}))
             for key, st in per.items()}
+
+
+def aggregate_each(archives: Sequence[str | Path], engine: Engine | None = None, *, device: str | None = None,
+                   device_fallback: bool = False) -> list[tuple[ArchiveInfo, np.ndarray, Estimate]]:
+    """Several archives (e.g. the releases an analyzer exported), each estimated on its own, in one
+    engine job (:func:`aggregate_keyed`): ``[(info, statistic, estimate)]`` in the given order.
+
+    Each entry of ``archives`` is one archive (a folder, or one part file); every one is opened and
+    checked before the engine starts, and each equals :func:`aggregate_archives` of it alone.
+    """
+    from ..pipeline import _check_batch_size, _check_release
+    from .local import LocalEngine
+
+    if not archives:
+        raise ValidationError("no archive paths given", parameter="path")
+    infos = [open_archives([a]) for a in archives]
+    if device is not None:
+        for info in infos:
+            set_aggregation_device(info.protocol, device, device_fallback)
+    stats = aggregate_keyed({j: (info.protocol, info.partitions) for j, info in enumerate(infos)},
+                            engine or LocalEngine())
+    out = []
+    for j, info in enumerate(infos):
+        _check_batch_size(info.protocol, info.users)
+        out.append((info, stats[j], _check_release(info.protocol, info.protocol.estimate(stats[j], info.users))))
+    return out
 
 
 def set_aggregation_device(protocol: Protocol, device: str, fallback: bool = False) -> str:

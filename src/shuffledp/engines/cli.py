@@ -107,27 +107,58 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
                                                "torch-cpu or cuda[:N] (PyTorch, the gpu extra); same counts"),
         device_fallback: bool = typer.Option(False, "--device-fallback",
                                              help="with --device cuda and no GPU, count on the CPU instead of failing"),
+        each: bool = typer.Option(False, "--each", help="every PATH is its own archive (e.g. the releases an "
+                                                        "analyzer exported): one estimate per archive, one engine job"),
     ) -> None:
         """Estimate from report archives on an engine; prints the estimate and its privacy statement."""
         from .archive import aggregate_archives, open_archives, set_aggregation_device
 
         dev = None if device.strip().lower() == "cpu" and not device_fallback else device
+        if each:
+            _aggregate_each(paths, engine, scheduler, master, workers, dev, device_fallback, as_json, out, top)
+            return
         info = open_archives(paths)  # refuse a bad file (or a device it cannot use) before any engine starts
         if dev is not None:
             set_aggregation_device(info.protocol, dev, device_fallback)
         with make_engine(engine, scheduler, master, workers) as eng:
             info, stat, est = aggregate_archives(paths, eng, device=dev, device_fallback=device_fallback)
-        release = {"protocol": info.meta["protocol"], "epsilon": info.meta["epsilon"], "delta": info.meta["delta"],
-                   "n": info.meta["n"], "params": info.meta["params"], "task": info.meta["task"],
-                   "users": info.users, "messages": info.messages, "files": info.files, "engine": engine,
-                   "device": getattr(getattr(info.protocol, "oracle", None), "device", "cpu"),
-                   "statistic": [x.item() for x in stat.reshape(-1)], "estimate": est.to_dict(),
-                   "privacy": str(est.privacy)}
+        release = _release_json(info, stat, est, engine)
         if out is not None:
             _write_atomic(out, json.dumps(release, indent=1) + "\n")
         if as_json:
             typer.echo(json.dumps(release))
             return
+        _print_release(info, est, engine, top)
+
+
+def _release_json(info: Any, stat: Any, est: Any, engine: str) -> dict:
+    return {"protocol": info.meta["protocol"], "epsilon": info.meta["epsilon"], "delta": info.meta["delta"],
+            "n": info.meta["n"], "params": info.meta["params"], "task": info.meta["task"],
+            "users": info.users, "messages": info.messages, "files": info.files, "engine": engine,
+            "device": getattr(getattr(info.protocol, "oracle", None), "device", "cpu"),
+            "statistic": [x.item() for x in stat.reshape(-1)], "estimate": est.to_dict(),
+            "privacy": str(est.privacy)}
+
+
+def _aggregate_each(paths: list[Path], engine: str, scheduler: Any, master: Any, workers: int, dev: Any,
+                    device_fallback: bool, as_json: bool, out: Path | None, top: int) -> None:
+    from .archive import aggregate_each, open_archives, set_aggregation_device
+
+    for p in paths:   # refuse a bad archive (or a device it cannot use) before any engine starts
+        info = open_archives([p])
+        if dev is not None:
+            set_aggregation_device(info.protocol, dev, device_fallback)
+    with make_engine(engine, scheduler, master, workers) as eng:
+        results = aggregate_each(paths, eng, device=dev, device_fallback=device_fallback)
+    releases = [{"archive": str(p), **_release_json(info, stat, est, engine)}
+                for p, (info, stat, est) in zip(paths, results)]
+    if out is not None:
+        _write_atomic(out, json.dumps(releases, indent=1) + "\n")
+    if as_json:
+        typer.echo(json.dumps(releases))
+        return
+    for p, (info, _stat, est) in zip(paths, results):
+        typer.echo(f"== {p}")
         _print_release(info, est, engine, top)
 
 

@@ -1,4 +1,4 @@
-"""``aggregate --device``: local-hashing archives counted with PyTorch give the numpy counts, on
+"""``aggregate --device`` and ``--each``. Local-hashing archives counted with PyTorch give the numpy counts, on
 every engine; other archives and a missing GPU are one clear error."""
 
 from __future__ import annotations
@@ -58,3 +58,29 @@ def test_missing_gpu_fails_or_falls_back_when_asked(archives) -> None:
     out = json.loads(res.output)
     _, ref, _ = aggregate_archives([archives / "olh"])
     assert out["device"] == "cpu" and out["statistic"] == ref.reshape(-1).tolist()
+
+
+# ---------------------------------------------------------------- several archives, one job
+
+def test_each_archive_estimated_on_its_own_in_one_job(archives, tmp_path, dask_engine) -> None:
+    """``aggregate --each A B``: one release per archive, each equal to aggregating it alone."""
+    from shuffledp.engines.archive import aggregate_each
+
+    paths = [archives / "olh", archives / "krr"]
+    alone = [aggregate_archives([p]) for p in paths]
+    for eng in (None, dask_engine):
+        each = aggregate_each(paths, eng)
+        for (i1, s1, e1), (i2, s2, e2) in zip(alone, each):
+            assert i1.meta["task"] == i2.meta["task"] and s1.tobytes() == s2.tobytes()
+            np.testing.assert_array_equal(e1.values, e2.values)
+    out = tmp_path / "releases.json"
+    res = CliRunner().invoke(app, ["aggregate", *map(str, paths), "--each", "--json", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    rel = json.loads(res.output)
+    assert [r["archive"] for r in rel] == [str(p) for p in paths] and json.loads(out.read_text()) == rel
+    assert [r["statistic"] for r in rel] == [s.reshape(-1).tolist() for _, s, _ in alone]
+    # without --each the two archives are one archive's parts: refused, one line naming the file
+    res = CliRunner().invoke(app, ["aggregate", *map(str, paths)])
+    assert res.exit_code == 2 and "Traceback" not in res.output and "another archive" in res.output
+    with pytest.raises(ValidationError, match="no archive"):
+        aggregate_each([])
