@@ -108,3 +108,21 @@ def test_report_path_writes_claims(tmp_path):
     assert (tmp_path / "claims.csv").read_bytes() == (RESULTS / "claims.csv").read_bytes()
     html = page.read_text(encoding="utf-8")
     assert "Claims of the papers" in html and "pem-beats-f1" not in html and "not checkable" in html
+
+
+def test_cli_report_only(tmp_path):
+    pytest.importorskip("matplotlib")
+    if not (RESULTS / "claims.csv").exists():
+        pytest.skip("no committed heavy-hitter results")
+    from typer.testing import CliRunner
+
+    from shuffledp.cli import _register_commands, app
+
+    _register_commands()
+    (tmp_path / "results.csv").write_bytes((RESULTS / "results.csv").read_bytes())
+    res = CliRunner().invoke(app, ["experiment", "heavy-hitters", "--report-only", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "claims.md").read_bytes() == (RESULTS / "claims.md").read_bytes()
+    assert (tmp_path / "f1_ncr_zipf_n1000000.png").exists()
+    res = CliRunner().invoke(app, ["experiment", "heavy-hitters", "--report-only", "--out", str(tmp_path / "none")])
+    assert res.exit_code == 2 and "results.csv not found" in res.output

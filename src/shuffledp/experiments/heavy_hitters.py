@@ -190,6 +190,7 @@ def render_report_from_csv(cfg: HeavyHitterExperimentConfig) -> Path:
     rows = read_rows(Path(cfg.out) / "results.csv")
     for r in rows:
         r["n"] = int(r["n"])
+    cfg.ns = sorted({r["n"] for r in rows})
     return render_report(Path(cfg.out), rows, cfg)
 
 
