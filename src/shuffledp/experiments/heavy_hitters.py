@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["HeavyHitterExperimentConfig", "run_heavy_hitter_experiment", "zipf_words", "wordfreq_words",
-           "topk_metrics", "METHODS"]
+           "topk_metrics", "METHODS", "render_report_from_csv", "write_claims"]
 
 METHODS = ("sfp", "pem", "treehist")
 _ALPHABET = "abcdefghijklmnopqrstuvwxyz"
@@ -173,6 +173,27 @@ def run_heavy_hitter_experiment(cfg: HeavyHitterExperimentConfig, console: Any =
     return render_report(out, rows, cfg)
 
 
+def write_claims(out: Path, rows: list[dict]) -> str:
+    """Evaluate the papers' claims on ``rows``; write ``claims.csv`` and ``claims.md``; return the HTML table."""
+    from .heavy_hitters_claims import claims_html, claims_markdown, evaluate_claims, write_claims_csv
+
+    verdicts = evaluate_claims(rows)
+    write_claims_csv(out / "claims.csv", verdicts)
+    (out / "claims.md").write_text(claims_markdown(verdicts), encoding="utf-8")
+    return claims_html(verdicts)
+
+
+def render_report_from_csv(cfg: HeavyHitterExperimentConfig) -> Path:
+    """Re-render the figures, the claims and ``index.html`` from ``cfg.out/results.csv`` without measuring."""
+    from .heavy_hitters_claims import read_rows
+
+    rows = read_rows(Path(cfg.out) / "results.csv")
+    for r in rows:
+        r["n"] = int(r["n"])
+    cfg.ns = sorted({r["n"] for r in rows})
+    return render_report(Path(cfg.out), rows, cfg)
+
+
 def _mean(rows: list[dict], key: str) -> float:
     vals = [float(r[key]) for r in rows if not (isinstance(r[key], float) and math.isnan(r[key]))]
     return float(np.mean(vals)) if vals else math.nan
@@ -226,4 +247,5 @@ def render_report(out: Path, rows: list[dict], cfg: HeavyHitterExperimentConfig)
              f"{cfg.max_domain} items (longer prefixes hashed, 2 hash copies). Data: results.csv.</p>"]
     parts += [figure(out, p, p, how) for p in pngs]
     parts.append(table(header, body, numeric_from=3))
+    parts.append(write_claims(out, rows))
     return write_page(out / "index.html", "Heavy hitters: SFP, PEM, TreeHist", parts)

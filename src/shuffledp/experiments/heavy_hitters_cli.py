@@ -22,12 +22,22 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
                                                             "results/heavy_hitters for --full, "
                                                             "results/heavy_hitters-quick otherwise"),
         seed: int = typer.Option(2026, help="simulation seed"),
+        report_only: bool = typer.Option(False, "--report-only", help="re-render index.html, the PNGs and the "
+                                                                      "papers' claims (claims.csv/.md) from an "
+                                                                      "earlier run's results.csv; measures nothing"),
     ) -> None:
         """SFP, PEM and TreeHist: precision/recall/F1 of the top-k, NCR and count error vs eps and n."""
         from rich.console import Console
 
-        from .heavy_hitters import HeavyHitterExperimentConfig, run_heavy_hitter_experiment
+        from .heavy_hitters import HeavyHitterExperimentConfig, render_report_from_csv, run_heavy_hitter_experiment
 
+        if report_only:
+            from .report_html import report_only_dir
+
+            folder = report_only_dir("heavy-hitters", "heavy_hitters", quick, full, out, "results.csv")
+            make = HeavyHitterExperimentConfig.quick if quick else HeavyHitterExperimentConfig.full
+            Console().print(f"report: {render_report_from_csv(make(folder))}")
+            return
         if quick and full:
             fail("choose at most one of --quick (the default) or --full")
         folder = experiment_outdir("heavy-hitters", "heavy_hitters", not full, full, out)
