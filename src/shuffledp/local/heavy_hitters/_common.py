@@ -43,6 +43,8 @@ __all__ = ["StringCodec", "IntegerCodec", "HexWordCodec", "UniversalHash", "Heav
 DEFAULT_ALPHABET = "abcdefghijklmnopqrstuvwxyz"
 #: Largest encoded width: codes are non-negative int64.
 MAX_CODE_BITS = 62
+#: symbol-table sentinel of StringCodec: a character outside the alphabet (no alphabet has 2^32 - 1 characters)
+OUTSIDE = np.uint32(0xFFFFFFFF)
 _P31 = (1 << 31) - 1
 _LIMB = 30
 
@@ -120,6 +122,9 @@ class StringCodec:
         self._sorted = cps[self._order]
         self._chars = np.array([0] + [ord(c) for c in alphabet], dtype=np.uint32)  # symbol -> code point
         self._shifts = (self.symbol_bits * np.arange(self.max_length - 1, -1, -1)).astype(np.int64)
+        self._lookup = np.full(int(cps.max()) + 2, OUTSIDE, dtype=np.uint32)   # code point -> symbol
+        self._lookup[0] = 0
+        self._lookup[cps] = np.arange(1, cps.size + 1)
 
     def symbols_of(self, values: Any) -> np.ndarray:
         """``(n, L)`` uint8 symbol matrix of ``values`` (str or bytes array; bytes read as Latin-1)."""
@@ -129,17 +134,19 @@ class StringCodec:
                                   f"and shape {arr.shape}", parameter="values")
         L = self.max_length
         if arr.dtype.kind == "U":
-            cp = np.ascontiguousarray(arr.astype(f"U{L}")).view(np.uint32).reshape(arr.shape[0], L).astype(np.int64)
+            cp = np.ascontiguousarray(arr.astype(f"U{L}")).view(np.uint32).reshape(arr.shape[0], L)
         else:
-            cp = np.ascontiguousarray(arr.astype(f"S{L}")).view(np.uint8).reshape(arr.shape[0], L).astype(np.int64)
-        pos = np.clip(np.searchsorted(self._sorted, cp), 0, self._sorted.size - 1)
-        found = self._sorted[pos] == cp
-        bad = ~found & (cp != 0)
+            cp = np.ascontiguousarray(arr.astype(f"S{L}")).view(np.uint8).reshape(arr.shape[0], L)
+        # code point -> symbol through a table over [0, largest code point of the alphabet]
+        # (padding NUL -> 0, a character outside the alphabet -> the sentinel OUTSIDE)
+        lut = self._lookup
+        sym = lut[np.minimum(cp, lut.size - 1)]
+        sym[cp >= lut.size] = OUTSIDE
+        bad = sym == OUTSIDE
         if np.any(bad):
             r, c = np.argwhere(bad)[0]
             raise ValidationError(f"values[{r}] has the character {chr(int(cp[r, c]))!r} outside the alphabet "
                                   f"{self.alphabet!r}", parameter="values")
-        sym = np.where(found, self._order[pos] + 1, 0)
         # a NUL inside a word (padding followed by a character) cannot be represented
         if L > 1 and np.any((sym[:, :-1] == 0) & (sym[:, 1:] != 0)):
             raise ValidationError("values must not contain NUL characters", parameter="values")
