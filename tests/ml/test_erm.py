@@ -12,9 +12,9 @@ from sklearn.model_selection import train_test_split  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 
 from shuffledp.core.errors import ValidationError  # noqa: E402
-from shuffledp.ml.erm import (AUTO_REGULARIZATION_CONSTANT, DPLinearSVC, DPLogisticRegression,  # noqa: E402
-                              auto_regularization, huber_loss, logistic_loss, objective_perturbation_parameters,
-                              sample_norm_noise)
+from shuffledp.ml.erm import (AUTO_CONSTANT_PREDICTOR_THRESHOLD, AUTO_REGULARIZATION_CONSTANT,  # noqa: E402
+                              DPLinearSVC, DPLogisticRegression, auto_regularization, huber_loss, logistic_loss,
+                              majority_class_probabilities, objective_perturbation_parameters, sample_norm_noise)
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +140,7 @@ def test_auto_regularization_is_data_independent(method):
     X1, y1 = make_classification(n_samples=150, n_features=6, random_state=1)
     X2 = np.random.default_rng(7).standard_normal((150, 6)) * 40.0
     y2 = np.tile([0, 1, 1], 50)
-    for eps in (0.1, 1.0, 8.0):
+    for eps in (1.0, 8.0):
         fits = [DPLogisticRegression(eps, method=method, regularization="auto", data_norm=3.0, random_state=s)
                 .fit(X, y) for s, (X, y) in enumerate([(X1, y1), (X2, y2), (X1[::-1], y1[::-1])])]
         lams = {f.regularization_ for f in fits}
@@ -172,6 +172,58 @@ def test_auto_regularization_keeps_the_objective_perturbation_noise_law(cls):
         norms.append(np.linalg.norm(-n * grad))
     assert lam == auto_regularization(eps, n, 4)
     assert stats.kstest(norms, stats.gamma(a=4, scale=2 / ep).cdf).pvalue > 1e-4
+
+
+def test_majority_class_exponential_mechanism_exact_ratio():
+    """Every replace-one neighbour of every count vector (n = 7, K = 3): Pr ratio <= e^eps, exactly."""
+    import itertools
+    for eps in (0.05, 0.7, 3.0):
+        worst = 0.0
+        for c in itertools.product(range(8), repeat=3):
+            if sum(c) != 7:
+                continue
+            p = majority_class_probabilities(np.array(c), eps)
+            assert p.sum() == pytest.approx(1.0) and np.all(p > 0)
+            for i, j in itertools.permutations(range(3), 2):  # one record moves from class i to class j
+                if c[i] == 0:
+                    continue
+                c2 = list(c)
+                c2[i] -= 1
+                c2[j] += 1
+                q = majority_class_probabilities(np.array(c2), eps)
+                worst = max(worst, float(np.max(np.maximum(p / q, q / p))))
+        assert worst <= math.exp(eps) * (1 + 1e-12)
+        assert worst >= math.exp(eps / 2)  # the bound is not vacuous: the chosen class's own change
+    with pytest.raises(ValidationError) as e:
+        majority_class_probabilities(np.array([1.0, -1.0]), 1.0)
+    assert e.value.parameter == "counts"
+
+
+def test_auto_switches_to_the_constant_predictor_by_n_eps_over_d_only():
+    n, d = 150, 6
+    X1, y1 = make_classification(n_samples=n, n_features=d, weights=[0.3], random_state=1)
+    X2 = np.random.default_rng(7).standard_normal((n, d))
+    y2 = np.r_[np.zeros(45, int), np.ones(105, int)]
+    eps_switch = AUTO_CONSTANT_PREDICTOR_THRESHOLD * (d + 1) / n
+    for X, y in ((X1, y1), (X2, y2)):
+        lo = DPLogisticRegression(0.9 * eps_switch, regularization="auto", random_state=0).fit(X, y)
+        hi = DPLogisticRegression(1.1 * eps_switch, regularization="auto", random_state=0).fit(X, y)
+        fixed = DPLogisticRegression(0.9 * eps_switch, regularization=0.01, random_state=0).fit(X, y)
+        assert lo.constant_predictor_ and not hi.constant_predictor_ and not fixed.constant_predictor_
+        assert lo.regularization_ is None and np.all(lo.coef_ == 0) and np.unique(lo.predict(X)).size == 1
+        assert "exponential mechanism" in lo.privacy_.note and lo.privacy_.eps == pytest.approx(0.9 * eps_switch)
+    # the released class follows the exponential mechanism's law (binomial test over seeds)
+    eps = 0.02
+    counts = np.array([np.sum(y2 == 0), np.sum(y2 == 1)])
+    p_major = majority_class_probabilities(counts, eps)[1]
+    hits = sum(DPLogisticRegression(eps, regularization="auto", random_state=s).fit(X2, y2).predict(X2[:1])[0] == 1
+               for s in range(400))
+    assert stats.binomtest(hits, 400, p_major).pvalue > 1e-4
+    # several classes: one exponential mechanism with the whole eps, intercept argmax = chosen class
+    X3, y3 = make_classification(n_samples=90, n_features=4, n_informative=3, n_redundant=0, n_classes=3,
+                                 random_state=2)
+    est = DPLogisticRegression(0.1, regularization="auto", random_state=0).fit(X3, y3)
+    assert est.constant_predictor_ and est.coef_.shape == (3, 4) and np.unique(est.predict(X3)).size == 1
 
 
 def test_output_perturbation_noise_law():

@@ -47,7 +47,8 @@ from ..core.rng import as_generator
 from ..core.validation import check_epsilon, check_real
 
 __all__ = ["DPLogisticRegression", "DPLinearSVC", "objective_perturbation_parameters", "sample_norm_noise",
-           "auto_regularization", "logistic_loss", "huber_loss"]
+           "auto_regularization", "majority_class_probabilities", "logistic_loss", "huber_loss",
+           "AUTO_CONSTANT_PREDICTOR_THRESHOLD"]
 
 Method = Literal["objective", "output"]
 
@@ -165,6 +166,27 @@ def auto_regularization(epsilon: float, n: int, dim: int, method: Method = "obje
     return AUTO_REGULARIZATION_CONSTANT[method] * int(dim) / (int(n) * eps * min(eps, 1.0))
 
 
+#: With ``regularization="auto"``, fit the eps-DP constant predictor when ``n eps / d`` is below this.
+AUTO_CONSTANT_PREDICTOR_THRESHOLD = 4.0
+
+
+def majority_class_probabilities(counts: np.ndarray, epsilon: float) -> np.ndarray:
+    """Output distribution of the exponential mechanism choosing a class by its count.
+
+    ``Pr[k] proportional to exp(eps n_k / 2)`` (McSherry and Talwar 2007). Replacing one record changes
+    each count by at most 1 (utility sensitivity 1), so every probability changes by a factor at most
+    ``e^eps``: eps-DP for the replace-one relation. Releasing the constant predictor "always class k"
+    is post-processing of this choice.
+    """
+    eps = check_epsilon(epsilon)
+    c = np.asarray(counts, dtype=float)
+    if c.ndim != 1 or c.size < 1 or np.any(c < 0):
+        raise ValidationError("counts must be a non-empty 1-d array of non-negative counts", parameter="counts")
+    logits = 0.5 * eps * (c - c.max())
+    p = np.exp(logits)
+    return p / p.sum()
+
+
 # --------------------------------------------------------------------------- estimators
 
 
@@ -236,11 +258,26 @@ class _DPLinearClassifier(ClassifierMixin, BaseEstimator):
         if K < 2:
             raise ValueError(f"y must contain samples of at least 2 classes; got 1 class: {self.classes_[0]!r}")
         rng = as_generator(self.random_state)
-        Z = self._features(X)
         problems = [self.classes_[1]] if K == 2 else list(self.classes_)
         eps_each = float(self.epsilon) / len(problems)
-        W = np.vstack([self._fit_binary(Z, np.where(y == c, 1.0, -1.0), eps_each, rng) for c in problems])
         d = X.shape[1]
+        d_scaled = d + int(bool(self.fit_intercept))
+        self.constant_predictor_ = (isinstance(self.regularization, str)
+                                    and len(y) * eps_each / d_scaled < AUTO_CONSTANT_PREDICTOR_THRESHOLD)
+        if self.constant_predictor_:
+            counts = np.array([np.sum(y == c) for c in self.classes_])
+            k = int(rng.choice(K, p=majority_class_probabilities(counts, float(self.epsilon))))
+            self.regularization_ = None
+            self.coef_ = np.zeros((len(problems), d))
+            self.intercept_ = (np.array([1.0 if k == 1 else -1.0]) if K == 2
+                               else np.where(np.arange(K) == k, 1.0, -1.0))
+            self.privacy_ = PrivacyStatement(float(self.epsilon), 0.0, model="central", neighbouring="replace_one",
+                                             note=f"{type(self).__name__}: constant predictor, class chosen by the "
+                                                  f"exponential mechanism on class counts (regularization='auto' "
+                                                  f"with n eps/d < {AUTO_CONSTANT_PREDICTOR_THRESHOLD:g})")
+            return self
+        Z = self._features(X)
+        W = np.vstack([self._fit_binary(Z, np.where(y == c, 1.0, -1.0), eps_each, rng) for c in problems])
         if self.fit_intercept:
             self.coef_ = W[:, :d] / (float(self.data_norm) * math.sqrt(2.0))
             self.intercept_ = W[:, d] / math.sqrt(2.0)
@@ -285,6 +322,14 @@ class DPLogisticRegression(_DPLinearClassifier):
     regularization : float or "auto"
         Lambda > 0 in ``(1/n) sum l + (Lambda/2) ||w||^2`` (on the scaled features), or ``"auto"``:
         the data-independent rule :func:`auto_regularization` of (eps per binary problem, n, d).
+        With ``"auto"`` and ``n eps / d < 4`` (eps per binary problem, ``d`` counting the intercept)
+        the model is instead the constant predictor of a class chosen by the exponential mechanism
+        on the class counts (:func:`majority_class_probabilities`, eps-DP with the whole eps): in
+        that regime the noise of Algorithms 1 and 2 dominates the signal for any Lambda (the ratio
+        of the shift ``-grad/Lambda`` to the noise ``2d/(n Lambda eps)`` no longer depends on
+        Lambda), and on the public synthetic data used for :func:`auto_regularization` DP-ERM was
+        below the majority rate at ``n eps / d = 2.6`` and at it at ``6.4``; 4 is their geometric
+        mean. The rule depends on (eps, n, d) only.
     data_norm : float
         Rows are clipped to this L2 norm (choose it without looking at the private data).
     fit_intercept : bool
@@ -296,8 +341,11 @@ class DPLogisticRegression(_DPLinearClassifier):
     Attributes
     ----------
     coef_, intercept_, classes_ : as in scikit-learn.
-    regularization_ : float
-        The Lambda used (the value of the rule when ``regularization="auto"``).
+    regularization_ : float or None
+        The Lambda used (the value of the rule when ``regularization="auto"``); None for the
+        constant predictor.
+    constant_predictor_ : bool
+        True when ``"auto"`` chose the constant predictor (``coef_`` is zero, ``intercept_`` +-1).
     privacy_ : PrivacyStatement
         The guarantee of the fitted model.
     """
