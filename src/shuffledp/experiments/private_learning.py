@@ -3,10 +3,11 @@
 Tables (CSV) and figures (PNG) with an ``index.html``, written to ``results/private_learning``:
 
 - ``erm_accuracy.csv``: test accuracy of DP logistic regression (objective and output
-  perturbation, Chaudhuri et al. 2011) on scikit-learn's breast-cancer data against eps, mean and
-  standard error over repetitions on one fixed split; IBM's diffprivlib ``LogisticRegression``
-  (output perturbation) on the same split when its own venv (``.venv-dpl`` with
-  scikit-learn < 1.6) is found.
+  perturbation, Chaudhuri et al. 2011, ``regularization="auto"``) on scikit-learn's breast-cancer
+  data against eps, mean and standard error over repetitions on one fixed split; IBM's diffprivlib
+  ``LogisticRegression`` (objective perturbation through its ``Vector`` mechanism) on the same
+  split, with its fixed ``C`` and with our rule, when its own venv (``.venv-dpl`` with
+  scikit-learn < 1.6, or ``SHUFFLEDP_DIFFPRIVLIB_PYTHON``) is found.
 - ``pate.csv``: PATE (GNMax, Confident-GNMax, LNMax) privacy (data-independent statement, and the
   data-dependent cost) and student accuracy.
 - ``dpsgd.csv``: DP-SGD with Opacus on digits (small MLP), epsilon from the project's RDP
@@ -116,7 +117,7 @@ def erm_accuracy(eps_grid: list[float], repeats: int, seed: int = 0) -> list[dic
     """
     from sklearn.linear_model import LogisticRegression
 
-    from ..ml.erm import DPLogisticRegression, auto_regularization
+    from ..ml.erm import AUTO_CONSTANT_PREDICTOR_THRESHOLD, DPLogisticRegression, auto_regularization
 
     split = _split(seed)
     Xtr, Xte, ytr, yte = split
@@ -131,8 +132,10 @@ def erm_accuracy(eps_grid: list[float], repeats: int, seed: int = 0) -> list[dic
                                         random_state=seed * 10_000 + r).fit(Xtr, ytr).score(Xte, yte)
                    for r in range(repeats)]
             m, se = _mean_se(acc)
+            constant = n * eps / (d + 1) < AUTO_CONSTANT_PREDICTOR_THRESHOLD  # what "auto" does (binary task)
             rows.append({"method": f"shuffledp {method}", "eps": eps, "accuracy": m, "se": se, "repeats": repeats,
-                         "regularization": auto_regularization(eps, n, d + 1, method)})
+                         "regularization": "constant predictor" if constant
+                         else auto_regularization(eps, n, d + 1, method)})
     if DIFFPRIVLIB_PYTHON.exists():
         lam_rule = [auto_regularization(eps, n, d + 1, "objective") for eps in eps_grid]
         configs = [("diffprivlib 0.6.6 (C = 1/(n 0.01))", [1.0 / (n * ERM_FIXED_REGULARIZATION)] * len(eps_grid),
