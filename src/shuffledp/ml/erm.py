@@ -26,6 +26,10 @@ the norm bound 1 of the theorems holds. ``data_norm`` must be chosen without loo
 private data. Several classes: one-vs-rest, each of the K binary problems gets eps/K (basic
 composition, all K problems see every record).
 
+``regularization="auto"`` picks Lambda from (eps, n, d) alone (:func:`auto_regularization`) and,
+when ``n eps / d < 4``, releases instead the constant predictor of a class drawn by the
+exponential mechanism on the class counts (McSherry and Talwar 2007; eps-DP, replace-one).
+
 Noise comes from :func:`shuffledp.core.rng.secure_rng` (a cryptographic generator) unless a seed
 or generator is passed as ``random_state``, which is meant for simulation only.
 """
