@@ -12,8 +12,9 @@ from sklearn.model_selection import train_test_split  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 
 from shuffledp.core.errors import ValidationError  # noqa: E402
-from shuffledp.ml.erm import (DPLinearSVC, DPLogisticRegression, huber_loss, logistic_loss,  # noqa: E402
-                              objective_perturbation_parameters, sample_norm_noise)
+from shuffledp.ml.erm import (AUTO_CONSTANT_PREDICTOR_THRESHOLD, AUTO_REGULARIZATION_CONSTANT,  # noqa: E402
+                              DPLinearSVC, DPLogisticRegression, auto_regularization, huber_loss, logistic_loss,
+                              majority_class_probabilities, objective_perturbation_parameters, sample_norm_noise)
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +105,127 @@ def test_objective_perturbation_noise_recovered_from_the_fit(cls, eps, n):
     assert stats.kstest(norms, stats.gamma(a=Z.shape[1], scale=2 / ep).cdf).pvalue > 1e-4
 
 
+def test_auto_regularization_rule_values_and_range():
+    eps_grid = [0.01, 0.05, 0.2, 0.5, 1.0, 2.0, 5.0, 20.0, 100.0]
+    for method, a in AUTO_REGULARIZATION_CONSTANT.items():
+        for n, d in [(40, 2), (398, 31), (10_000, 101)]:
+            lams = [auto_regularization(e, n, d, method) for e in eps_grid]
+            assert lams == [auto_regularization(e, n, d, method) for e in eps_grid]  # deterministic
+            for e, lam in zip(eps_grid, lams):
+                assert math.isfinite(lam) and lam > 0
+                assert lam == pytest.approx(a * d / (n * e * min(e, 1.0)), rel=1e-15)
+            assert all(x > y for x, y in zip(lams, lams[1:]))  # less regularisation as eps grows
+            assert auto_regularization(1.0, 2 * n, d, method) < auto_regularization(1.0, n, d, method)
+            assert auto_regularization(1.0, n, d + 1, method) > auto_regularization(1.0, n, d, method)
+    # Algorithm 2 with the objective rule keeps eps' >= eps (1 - 2c/(a d)) and never needs Delta (d >= 2, c = 1/4)
+    a = AUTO_REGULARIZATION_CONSTANT["objective"]
+    for n, d in [(40, 2), (398, 31), (10_000, 101)]:
+        for e in eps_grid:
+            ep, D = objective_perturbation_parameters(e, n, auto_regularization(e, n, d), 0.25)
+            assert D == 0.0 and ep >= e * (1 - 0.5 / (a * d)) - 1e-12
+
+
+@pytest.mark.parametrize("kw,param", [({"epsilon": 0.0}, "epsilon"), ({"n": 0}, "n"), ({"n": 3.5}, "n"),
+                                      ({"dim": 0}, "dim"), ({"method": "gradient"}, "method")])
+def test_auto_regularization_bad_input(kw, param):
+    args = {"epsilon": 1.0, "n": 10, "dim": 3, "method": "objective"} | kw
+    with pytest.raises(ValidationError) as e:
+        auto_regularization(**args)
+    assert e.value.parameter == param
+
+
+@pytest.mark.parametrize("method", ["objective", "output"])
+def test_auto_regularization_is_data_independent(method):
+    """Two unrelated datasets of the same shape get the same Lambda, a function of (eps, n, d) only."""
+    X1, y1 = make_classification(n_samples=150, n_features=6, random_state=1)
+    X2 = np.random.default_rng(7).standard_normal((150, 6)) * 40.0
+    y2 = np.tile([0, 1, 1], 50)
+    for eps in (1.0, 8.0):
+        fits = [DPLogisticRegression(eps, method=method, regularization="auto", data_norm=3.0, random_state=s)
+                .fit(X, y) for s, (X, y) in enumerate([(X1, y1), (X2, y2), (X1[::-1], y1[::-1])])]
+        lams = {f.regularization_ for f in fits}
+        assert lams == {auto_regularization(eps, 150, 7, method)}
+    # without intercept the dimension is d; several classes use eps/K per problem
+    est = DPLogisticRegression(0.9, regularization="auto", fit_intercept=False, random_state=0).fit(X1, y1)
+    assert est.regularization_ == auto_regularization(0.9, 150, 6)
+    X3, y3 = make_classification(n_samples=300, n_features=5, n_informative=4, n_redundant=0, n_classes=3,
+                                 random_state=1)
+    est = DPLogisticRegression(0.9, regularization="auto", random_state=0).fit(X3, y3)
+    assert est.regularization_ == auto_regularization(0.3, 300, 6)
+
+
+@pytest.mark.parametrize("cls", [DPLogisticRegression, DPLinearSVC])
+def test_auto_regularization_keeps_the_objective_perturbation_noise_law(cls):
+    """With Lambda from the rule, the noise recovered from the fit still follows Gamma(d, 2/eps')."""
+    n, eps = 120, 0.3
+    X, y = make_classification(n_samples=n, n_features=3, n_redundant=0, random_state=4)
+    ys = np.where(y == 1, 1.0, -1.0)
+    norms = []
+    for seed in range(100):
+        est = cls(eps, method="objective", regularization="auto", data_norm=2.5, random_state=seed).fit(X, y)
+        lam = est.regularization_
+        Z = est._features(X)
+        w = np.concatenate([est.coef_[0] * 2.5 * math.sqrt(2), [est.intercept_[0] * math.sqrt(2)]])
+        ep, D = objective_perturbation_parameters(eps, n, lam, est._curvature())
+        _, der = est._loss(ys * (Z @ w))
+        grad = Z.T @ (der * ys) / n + (lam + D) * w
+        norms.append(np.linalg.norm(-n * grad))
+    assert lam == auto_regularization(eps, n, 4)
+    assert stats.kstest(norms, stats.gamma(a=4, scale=2 / ep).cdf).pvalue > 1e-4
+
+
+def test_majority_class_exponential_mechanism_exact_ratio():
+    """Every replace-one neighbour of every count vector (n = 7, K = 3): Pr ratio <= e^eps, exactly."""
+    import itertools
+    for eps in (0.05, 0.7, 3.0):
+        worst = 0.0
+        for c in itertools.product(range(8), repeat=3):
+            if sum(c) != 7:
+                continue
+            p = majority_class_probabilities(np.array(c), eps)
+            assert p.sum() == pytest.approx(1.0) and np.all(p > 0)
+            for i, j in itertools.permutations(range(3), 2):  # one record moves from class i to class j
+                if c[i] == 0:
+                    continue
+                c2 = list(c)
+                c2[i] -= 1
+                c2[j] += 1
+                q = majority_class_probabilities(np.array(c2), eps)
+                worst = max(worst, float(np.max(np.maximum(p / q, q / p))))
+        assert worst <= math.exp(eps) * (1 + 1e-12)
+        assert worst >= math.exp(eps / 2)  # the bound is not vacuous: the chosen class's own change
+    with pytest.raises(ValidationError) as e:
+        majority_class_probabilities(np.array([1.0, -1.0]), 1.0)
+    assert e.value.parameter == "counts"
+
+
+def test_auto_switches_to_the_constant_predictor_by_n_eps_over_d_only():
+    n, d = 150, 6
+    X1, y1 = make_classification(n_samples=n, n_features=d, weights=[0.3], random_state=1)
+    X2 = np.random.default_rng(7).standard_normal((n, d))
+    y2 = np.r_[np.zeros(45, int), np.ones(105, int)]
+    eps_switch = AUTO_CONSTANT_PREDICTOR_THRESHOLD * (d + 1) / n
+    for X, y in ((X1, y1), (X2, y2)):
+        lo = DPLogisticRegression(0.9 * eps_switch, regularization="auto", random_state=0).fit(X, y)
+        hi = DPLogisticRegression(1.1 * eps_switch, regularization="auto", random_state=0).fit(X, y)
+        fixed = DPLogisticRegression(0.9 * eps_switch, regularization=0.01, random_state=0).fit(X, y)
+        assert lo.constant_predictor_ and not hi.constant_predictor_ and not fixed.constant_predictor_
+        assert lo.regularization_ is None and np.all(lo.coef_ == 0) and np.unique(lo.predict(X)).size == 1
+        assert "exponential mechanism" in lo.privacy_.note and lo.privacy_.eps == pytest.approx(0.9 * eps_switch)
+    # the released class follows the exponential mechanism's law (binomial test over seeds)
+    eps = 0.02
+    counts = np.array([np.sum(y2 == 0), np.sum(y2 == 1)])
+    p_major = majority_class_probabilities(counts, eps)[1]
+    hits = sum(DPLogisticRegression(eps, regularization="auto", random_state=s).fit(X2, y2).predict(X2[:1])[0] == 1
+               for s in range(400))
+    assert stats.binomtest(hits, 400, p_major).pvalue > 1e-4
+    # several classes: one exponential mechanism with the whole eps, intercept argmax = chosen class
+    X3, y3 = make_classification(n_samples=90, n_features=4, n_informative=3, n_redundant=0, n_classes=3,
+                                 random_state=2)
+    est = DPLogisticRegression(0.1, regularization="auto", random_state=0).fit(X3, y3)
+    assert est.constant_predictor_ and est.coef_.shape == (3, 4) and np.unique(est.predict(X3)).size == 1
+
+
 def test_output_perturbation_noise_law():
     X, y = make_classification(n_samples=200, n_features=3, n_redundant=0, random_state=2)
     lam, eps = 0.1, 2.0
@@ -153,6 +275,7 @@ def test_default_noise_is_cryptographic(monkeypatch):
 
 @pytest.mark.parametrize("kw,param", [({"epsilon": 0}, "epsilon"), ({"epsilon": float("inf")}, "epsilon"),
                                       ({"method": "gradient"}, "method"), ({"regularization": 0.0}, "regularization"),
+                                      ({"regularization": "automatic"}, "regularization"),
                                       ({"data_norm": -1.0}, "data_norm"), ({"fit_intercept": "yes"}, "fit_intercept")])
 def test_bad_parameters_raise_one_clear_error(kw, param):
     X, y = make_classification(n_samples=40, n_features=4, random_state=0)

@@ -3,10 +3,11 @@
 Tables (CSV) and figures (PNG) with an ``index.html``, written to ``results/private_learning``:
 
 - ``erm_accuracy.csv``: test accuracy of DP logistic regression (objective and output
-  perturbation, Chaudhuri et al. 2011) on scikit-learn's breast-cancer data against eps, mean and
-  standard error over repetitions on one fixed split; IBM's diffprivlib ``LogisticRegression``
-  (output perturbation) on the same split when its own venv (``.venv-dpl`` with
-  scikit-learn < 1.6) is found.
+  perturbation, Chaudhuri et al. 2011, ``regularization="auto"``) on scikit-learn's breast-cancer
+  data against eps, mean and standard error over repetitions on one fixed split; IBM's diffprivlib
+  ``LogisticRegression`` (objective perturbation through its ``Vector`` mechanism) on the same
+  split, with its fixed ``C`` and with our rule, when its own venv (``.venv-dpl`` with
+  scikit-learn < 1.6, or ``SHUFFLEDP_DIFFPRIVLIB_PYTHON``) is found.
 - ``pate.csv``: PATE (GNMax, Confident-GNMax, LNMax) privacy (data-independent statement, and the
   data-dependent cost) and student accuracy.
 - ``dpsgd.csv``: DP-SGD with Opacus on digits (small MLP), epsilon from the project's RDP
@@ -51,7 +52,8 @@ def _diffprivlib_python() -> Path:
 
 
 DIFFPRIVLIB_PYTHON = _diffprivlib_python()
-ERM_REGULARIZATION = 0.01
+ERM_REGULARIZATION = "auto"  # Lambda(eps, n, d) of shuffledp.ml.erm.auto_regularization: data-independent
+ERM_FIXED_REGULARIZATION = 0.01  # the fixed Lambda of earlier runs, kept for diffprivlib's default row
 ERM_DATA_NORM = 6.0  # standardised breast-cancer rows: chosen a priori (30 features, unit variance)
 
 _DPL_SCRIPT = r"""
@@ -62,10 +64,10 @@ from diffprivlib.models import LogisticRegression
 d = np.load(sys.argv[1])
 cfg = json.loads(sys.argv[2])
 out = {}
-for eps in cfg["eps"]:
+for eps, C in zip(cfg["eps"], cfg["C"]):
     acc = []
     for r in range(cfg["repeats"]):
-        m = LogisticRegression(epsilon=eps, data_norm=cfg["data_norm"], C=cfg["C"], random_state=r)
+        m = LogisticRegression(epsilon=eps, data_norm=cfg["data_norm"], C=C, random_state=r)
         m.fit(d["Xtr"], d["ytr"])
         acc.append(float(m.score(d["Xte"], d["yte"])))
     out[str(eps)] = acc
@@ -89,39 +91,65 @@ def _mean_se(a: list[float]) -> tuple[float, float]:
     return float(x.mean()), float(x.std(ddof=1) / math.sqrt(len(x))) if len(x) > 1 else float("nan")
 
 
+def _diffprivlib_accuracy(split: tuple[np.ndarray, ...], eps_grid: list[float], Cs: list[float],
+                          repeats: int) -> dict[str, list[float]] | None:
+    """diffprivlib's LogisticRegression (objective perturbation, its ``Vector`` mechanism) in its own venv."""
+    Xtr, Xte, ytr, yte = split
+    with tempfile.TemporaryDirectory() as td:
+        f = Path(td) / "split.npz"
+        np.savez(f, Xtr=Xtr, Xte=Xte, ytr=ytr, yte=yte)
+        cfg = {"eps": eps_grid, "repeats": repeats, "data_norm": ERM_DATA_NORM, "C": Cs}
+        res = subprocess.run([str(DIFFPRIVLIB_PYTHON), "-c", _DPL_SCRIPT, str(f), json.dumps(cfg)],
+                             capture_output=True, text=True, timeout=600)
+    if res.returncode != 0:
+        print(f"diffprivlib run failed: {res.stderr.strip()[-300:]}", file=sys.stderr)
+        return None
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
 def erm_accuracy(eps_grid: list[float], repeats: int, seed: int = 0) -> list[dict]:
-    """Accuracy vs eps of DP logistic regression (objective, output) and diffprivlib if available."""
+    """Accuracy vs eps of DP logistic regression (objective, output) and diffprivlib if available.
+
+    Ours uses ``regularization="auto"`` (a function of eps, n and d only). diffprivlib is run twice:
+    with the fixed ``C = 1/(n 0.01)`` of earlier runs and with the same rule translated to its
+    parametrisation (it penalises the unscaled weights of rows of norm ``sqrt(R^2 + 1)``, so our
+    Lambda on the scaled problem is its ``Lambda (R^2 + 1)``: ``C = 1/(n Lambda (R^2 + 1))``).
+    """
     from sklearn.linear_model import LogisticRegression
 
-    from ..ml.erm import DPLogisticRegression
+    from ..ml.erm import AUTO_CONSTANT_PREDICTOR_THRESHOLD, DPLogisticRegression, auto_regularization
 
-    Xtr, Xte, ytr, yte = _split(seed)
+    split = _split(seed)
+    Xtr, Xte, ytr, yte = split
+    n, d = Xtr.shape
     rows = []
-    base = LogisticRegression(C=1.0 / (len(Xtr) * ERM_REGULARIZATION), max_iter=2000).fit(Xtr, ytr).score(Xte, yte)
-    rows.append({"method": "non-private", "eps": "inf", "accuracy": base, "se": 0.0, "repeats": 1})
+    base = LogisticRegression(C=1.0 / (n * ERM_FIXED_REGULARIZATION), max_iter=2000).fit(Xtr, ytr).score(Xte, yte)
+    rows.append({"method": "non-private", "eps": "inf", "accuracy": base, "se": 0.0, "repeats": 1,
+                 "regularization": ERM_FIXED_REGULARIZATION})
     for method in ("objective", "output"):
         for eps in eps_grid:
             acc = [DPLogisticRegression(eps, method=method, regularization=ERM_REGULARIZATION, data_norm=ERM_DATA_NORM,
                                         random_state=seed * 10_000 + r).fit(Xtr, ytr).score(Xte, yte)
                    for r in range(repeats)]
             m, se = _mean_se(acc)
-            rows.append({"method": f"shuffledp {method}", "eps": eps, "accuracy": m, "se": se, "repeats": repeats})
+            constant = n * eps / (d + 1) < AUTO_CONSTANT_PREDICTOR_THRESHOLD  # what "auto" does (binary task)
+            rows.append({"method": f"shuffledp {method}", "eps": eps, "accuracy": m, "se": se, "repeats": repeats,
+                         "regularization": "constant predictor" if constant
+                         else auto_regularization(eps, n, d + 1, method)})
     if DIFFPRIVLIB_PYTHON.exists():
-        with tempfile.TemporaryDirectory() as td:
-            f = Path(td) / "split.npz"
-            np.savez(f, Xtr=Xtr, Xte=Xte, ytr=ytr, yte=yte)
-            cfg = {"eps": eps_grid, "repeats": repeats, "data_norm": ERM_DATA_NORM,
-                   "C": 1.0 / (len(Xtr) * ERM_REGULARIZATION)}
-            res = subprocess.run([str(DIFFPRIVLIB_PYTHON), "-c", _DPL_SCRIPT, str(f), json.dumps(cfg)],
-                                 capture_output=True, text=True, timeout=600)
-        if res.returncode == 0:
-            accs = json.loads(res.stdout.strip().splitlines()[-1])
-            for eps in eps_grid:
+        lam_rule = [auto_regularization(eps, n, d + 1, "objective") for eps in eps_grid]
+        configs = [("diffprivlib 0.6.6 (C = 1/(n 0.01))", [1.0 / (n * ERM_FIXED_REGULARIZATION)] * len(eps_grid),
+                    [ERM_FIXED_REGULARIZATION / (ERM_DATA_NORM ** 2 + 1)] * len(eps_grid)),
+                   ("diffprivlib 0.6.6 (C from our rule)", [1.0 / (n * lam * (ERM_DATA_NORM ** 2 + 1)) for lam in lam_rule],
+                    lam_rule)]
+        for label, Cs, lams in configs:
+            accs = _diffprivlib_accuracy(split, eps_grid, Cs, repeats)
+            if accs is None:
+                continue
+            for eps, lam in zip(eps_grid, lams):
                 m, se = _mean_se(accs[str(eps)])
-                rows.append({"method": "diffprivlib 0.6.6 (output)", "eps": eps, "accuracy": m, "se": se,
-                             "repeats": repeats})
-        else:
-            print(f"diffprivlib run failed: {res.stderr.strip()[-300:]}", file=sys.stderr)
+                rows.append({"method": label, "eps": eps, "accuracy": m, "se": se, "repeats": repeats,
+                             "regularization": lam})
     return rows
 
 
