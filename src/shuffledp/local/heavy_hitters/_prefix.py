@@ -27,13 +27,14 @@ from typing import Any
 import numpy as np
 
 from ...core.errors import ValidationError
+from ...core.privacy import PrivacyStatement
 from ...core.validation import check_positive_int
-from ..base import Reports
+from ..base import Reports, check_n
 from ..registry import FREQUENCY_ORACLES, frequency_oracle
 from ..sketch import draw_hash_seed
-from ._common import UniversalHash, oracle_log_probabilities
+from ._common import HeavyHitterMechanism, UniversalHash, oracle_log_probabilities
 
-__all__ = ["PrefixLevels"]
+__all__ = ["PrefixLevels", "PrefixTreeMechanism"]
 
 #: Default largest oracle domain per level (above it prefixes are hashed).
 DEFAULT_MAX_DOMAIN = 4096
@@ -217,3 +218,55 @@ class PrefixLevels:
 
     def effective_epsilon(self) -> float:
         return max(o.privacy().eps for o in self.oracles)
+
+
+class PrefixTreeMechanism(HeavyHitterMechanism):
+    """What PEM and TreeHist share: each user reports the prefix of its code at one uniformly
+    random level through that level's oracle (:class:`PrefixLevels`); the statistic is the users
+    per level followed by every level's oracle statistic. Subclasses pick the levels (their
+    ``lengths``) and the survivors' rule (``estimate``); ``title`` names them in the statement."""
+
+    title = ""
+
+    def _init_levels(self, lengths: list[int], oracle: str, oracle_params: dict | None, max_domain: int,
+                     hash_seed: int | None, hash_copies: int) -> None:
+        self.levels = PrefixLevels(self.epsilon, lengths, oracle, oracle_params, max_domain, hash_seed, hash_copies)
+        self.hash_seed = self.levels.hash_seed
+        self._layout(self.levels.n_groups, self.levels.stat_shapes)
+
+    @property
+    def lengths(self) -> list[int]:
+        """Prefix length (bits) of every level."""
+        return list(self.levels.lengths)
+
+    def _privacy(self) -> PrivacyStatement:
+        return PrivacyStatement(self.levels.effective_epsilon(), 0.0, "local", "replace_one",
+                                note=f"{self.title} over {self.levels.oracle_name}: one report per user at a "
+                                     f"random level of {self.levels.G}; requested eps {self.epsilon:g}")
+
+    # --- client -------------------------------------------------------------------------
+    def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
+        return self.levels.randomize(self.encode(values), self.codec.bits, rng)
+
+    def validate_reports(self, reports: Reports) -> Reports:
+        self.levels.validate(reports)
+        return reports
+
+    # --- analyzer -----------------------------------------------------------------------
+    def aggregate(self, reports: Reports) -> np.ndarray:
+        """1-d int64: users per level, then every level's oracle statistic (flattened)."""
+        users, stats = self.levels.aggregate(reports)
+        return self._pack(users, stats)
+
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """Variance of the final fraction estimate of an item of true fraction ``value``: the last
+        level's oracle over its ``n / G`` users (expected size; the count's variance is ``n^2``
+        times this)."""
+        n_last = max(1, round(check_n(n) / self.levels.G))
+        return float(self.levels.oracles[-1].variance(n_last, float(value)))
+
+    # --- privacy ------------------------------------------------------------------------
+    def log_probabilities(self, reports: Reports, x: Any) -> np.ndarray:
+        """``log Pr[y | x] = -log G + log Pr_level[y | map_level(prefix(x))]``."""
+        return self.levels.log_probabilities(reports, self._one_code(x), self.codec.bits)
+

@@ -12,11 +12,9 @@ import numpy as np
 
 from ...core.errors import ValidationError
 from ...core.estimate import Estimate
-from ...core.privacy import PrivacyStatement
 from ...core.validation import check_positive_int
-from ..base import Reports, check_n
-from ._common import HeavyHitterMechanism, log2_ceil, make_codec
-from ._prefix import DEFAULT_MAX_DOMAIN, PrefixLevels
+from ._common import log2_ceil, make_codec
+from ._prefix import DEFAULT_MAX_DOMAIN, PrefixTreeMechanism
 
 __all__ = ["PrefixExtendingMethod"]
 
@@ -24,7 +22,7 @@ __all__ = ["PrefixExtendingMethod"]
 MAX_CANDIDATES = 1 << 20
 
 
-class PrefixExtendingMethod(HeavyHitterMechanism):
+class PrefixExtendingMethod(PrefixTreeMechanism):
     """PEM (Wang, Li, Jha, TDSC 2019): eps-LDP top-``k`` discovery by prefix extension.
 
     Values are ``B``-bit codes (words through :class:`~._common.StringCodec`, or integers in
@@ -75,6 +73,7 @@ class PrefixExtendingMethod(HeavyHitterMechanism):
     """
 
     name = "pem"
+    title = "PEM"
 
     def __init__(self, epsilon: float, k: int = 16, eta: int = 4, oracle: str = "olh",
                  oracle_params: dict[str, Any] | None = None, alphabet: str | None = None,
@@ -92,33 +91,7 @@ class PrefixExtendingMethod(HeavyHitterMechanism):
         lengths = [t0]
         while lengths[-1] < B:
             lengths.append(min(B, lengths[-1] + self.eta))
-        self.levels = PrefixLevels(self.epsilon, lengths, oracle, oracle_params, max_domain, hash_seed, hash_copies)
-        self.hash_seed = self.levels.hash_seed
-        self._layout(self.levels.n_groups, self.levels.stat_shapes)
-
-    @property
-    def lengths(self) -> list[int]:
-        """Prefix length (bits) of every level."""
-        return list(self.levels.lengths)
-
-    def _privacy(self) -> PrivacyStatement:
-        return PrivacyStatement(self.levels.effective_epsilon(), 0.0, "local", "replace_one",
-                                note=f"PEM over {self.levels.oracle_name}: one report per user at a random level "
-                                     f"of {self.levels.G}; requested eps {self.epsilon:g}")
-
-    # --- client -------------------------------------------------------------------------
-    def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
-        return self.levels.randomize(self.encode(values), self.codec.bits, rng)
-
-    def validate_reports(self, reports: Reports) -> Reports:
-        self.levels.validate(reports)
-        return reports
-
-    # --- analyzer -----------------------------------------------------------------------
-    def aggregate(self, reports: Reports) -> np.ndarray:
-        """1-d int64: users per level, then every level's oracle statistic (flattened)."""
-        users, stats = self.levels.aggregate(reports)
-        return self._pack(users, stats)
+        self._init_levels(lengths, oracle, oracle_params, max_domain, hash_seed, hash_copies)
 
     def estimate(self, statistic: np.ndarray, n: int | None = None) -> Estimate:
         """The top-``k`` items of the last level with their estimated counts (module docstring)."""
@@ -143,18 +116,6 @@ class PrefixExtendingMethod(HeavyHitterMechanism):
                         extra={"method": "pem", "oracle": self.levels.oracle_name, "levels": self.levels.G,
                                "lengths": self.lengths, "candidates_evaluated": int(evaluated),
                                "users_per_level": level_users.tolist(), "hash_seed": self.hash_seed})
-
-    def variance(self, n: int | None = None, value: float = 0.0) -> float:
-        """Variance of the final fraction estimate of an item of true fraction ``value``: the last
-        level's oracle over its ``n / G`` users (expected size; the count's variance is ``n^2``
-        times this)."""
-        n_last = max(1, round(check_n(n) / self.levels.G))
-        return float(self.levels.oracles[-1].variance(n_last, float(value)))
-
-    # --- privacy ------------------------------------------------------------------------
-    def log_probabilities(self, reports: Reports, x: Any) -> np.ndarray:
-        """``log Pr[y | x] = -log G + log Pr_level[y | map_level(prefix(x))]``."""
-        return self.levels.log_probabilities(reports, self._one_code(x), self.codec.bits)
 
     def __repr__(self) -> str:
         return (f"PrefixExtendingMethod(epsilon={self.epsilon:g}, k={self.k}, eta={self.eta}, "

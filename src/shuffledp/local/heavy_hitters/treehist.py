@@ -12,16 +12,14 @@ import numpy as np
 
 from ...core.errors import ValidationError
 from ...core.estimate import Estimate
-from ...core.privacy import PrivacyStatement
 from ...core.validation import check_positive_int, check_probability
-from ..base import Reports, check_n
-from ._common import HeavyHitterMechanism, make_codec, normal_quantile
-from ._prefix import DEFAULT_MAX_DOMAIN, PrefixLevels
+from ._common import make_codec, normal_quantile
+from ._prefix import DEFAULT_MAX_DOMAIN, PrefixTreeMechanism
 
 __all__ = ["TreeHist"]
 
 
-class TreeHist(HeavyHitterMechanism):
+class TreeHist(PrefixTreeMechanism):
     """TreeHist (Bassily, Nissim, Stemmer, Thakurta 2017): eps-LDP heavy hitters by a prefix tree.
 
     The ``B``-bit codes (words through :class:`~._common.StringCodec`: one character per level
@@ -72,6 +70,7 @@ class TreeHist(HeavyHitterMechanism):
     """
 
     name = "treehist"
+    title = "TreeHist"
 
     def __init__(self, epsilon: float, oracle: str = "olh", oracle_params: dict[str, Any] | None = None,
                  alphabet: str | None = None, max_length: int | None = None, bits: int | None = None,
@@ -93,30 +92,7 @@ class TreeHist(HeavyHitterMechanism):
             raise ValidationError("max_candidates * 2^bits_per_level must be <= 2^22", parameter="max_candidates")
         self.k = None if k is None else check_positive_int(k, "k")
         lengths = list(range(step, B, step)) + [B]
-        self.levels = PrefixLevels(self.epsilon, lengths, oracle, oracle_params, max_domain, hash_seed, hash_copies)
-        self.hash_seed = self.levels.hash_seed
-        self._layout(self.levels.n_groups, self.levels.stat_shapes)
-
-    @property
-    def lengths(self) -> list[int]:
-        return list(self.levels.lengths)
-
-    def _privacy(self) -> PrivacyStatement:
-        return PrivacyStatement(self.levels.effective_epsilon(), 0.0, "local", "replace_one",
-                                note=f"TreeHist over {self.levels.oracle_name}: one report per user at a random "
-                                     f"level of {self.levels.G}; requested eps {self.epsilon:g}")
-
-    def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
-        return self.levels.randomize(self.encode(values), self.codec.bits, rng)
-
-    def validate_reports(self, reports: Reports) -> Reports:
-        self.levels.validate(reports)
-        return reports
-
-    def aggregate(self, reports: Reports) -> np.ndarray:
-        """1-d int64: users per level, then every level's oracle statistic (flattened)."""
-        users, stats = self.levels.aggregate(reports)
-        return self._pack(users, stats)
+        self._init_levels(lengths, oracle, oracle_params, max_domain, hash_seed, hash_copies)
 
     def threshold(self, level_users: int, candidates: int, level: int, n: int) -> float:
         """The survival threshold ``tau_i`` (a count among ``n`` users) of ``candidates`` candidates
@@ -155,16 +131,6 @@ class TreeHist(HeavyHitterMechanism):
                                "lengths": self.lengths, "thresholds": taus, "beta": self.beta,
                                "candidates_evaluated": int(evaluated), "users_per_level": level_users.tolist(),
                                "hash_seed": self.hash_seed})
-
-    def variance(self, n: int | None = None, value: float = 0.0) -> float:
-        """Variance of the final fraction estimate of an item of true fraction ``value`` (the last
-        level's oracle over its expected ``n / G`` users)."""
-        n_last = max(1, round(check_n(n) / self.levels.G))
-        return float(self.levels.oracles[-1].variance(n_last, float(value)))
-
-    def log_probabilities(self, reports: Reports, x: Any) -> np.ndarray:
-        """``log Pr[y | x] = -log G + log Pr_level[y | map_level(prefix(x))]``."""
-        return self.levels.log_probabilities(reports, self._one_code(x), self.codec.bits)
 
     def __repr__(self) -> str:
         return (f"TreeHist(epsilon={self.epsilon:g}, oracle={self.levels.oracle_name!r}, "
