@@ -1,3 +1,6 @@
+#: the Dask / Spark fixtures (``dask_engine``, ``spark_engine``) and the ``engines`` marker, for every directory
+pytest_plugins = ("tests.engine_fixtures",)
+
 import numpy as np
 import pytest
 from scipy import stats

@@ -13,23 +13,9 @@ from pathlib import Path
 import pytest
 
 from shuffledp.experiments.survey import FigureSpec, SurveyConfig, pinned_reps, run_survey
-from tests.engines.conftest import unavailable
 
 #: columns that measure the machine (wall-clock times), not the protocols
 TIMING = {"analyzer_s", "analyzer_how", "point_s"}
-
-
-@pytest.fixture(scope="module")
-def dask_engine():
-    try:
-        import distributed  # noqa: F401
-    except ImportError:
-        unavailable("dask.distributed is not installed (pip install 'shuffledp[dask]')")
-    from shuffledp.engines.dask_engine import DaskEngine
-
-    eng = DaskEngine(workers=2)
-    yield eng
-    eng.close()
 
 
 def reduced_config(out: Path, *, budget_s: float = 60.0) -> SurveyConfig:

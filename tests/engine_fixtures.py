@@ -1,4 +1,5 @@
-"""Engine fixtures: one Dask LocalCluster and one Spark session for the whole run.
+"""Engine fixtures: one Dask LocalCluster and one Spark session for the whole run, for every test
+directory (loaded by ``tests/conftest.py`` as a plugin).
 
 Without dask.distributed, pyspark or a Java runtime the engine tests skip, naming what is
 missing; with ``SHUFFLEDP_REQUIRE_ENGINES=1`` (set in CI) those skips are failures instead, so
