@@ -14,7 +14,7 @@ import numpy as np
 
 from .errors import ValidationError
 
-__all__ = ["Columns", "n_rows", "concat_rows", "take_rows"]
+__all__ = ["Columns", "n_rows", "concat_rows", "take_rows", "row_layout"]
 
 Columns = dict[str, np.ndarray]
 
@@ -76,3 +76,11 @@ def take_rows(batch: Columns, idx: np.ndarray | slice, *, parameter: str = "batc
     """
     _lengths(batch, parameter)
     return {k: v[idx] for k, v in batch.items()}
+
+
+def row_layout(batch: Columns, exclude: Sequence[str] = ()) -> tuple[tuple[str, str, tuple[int, ...]], ...]:
+    """The layout of one row: ``(column, little-endian dtype, row shape)`` per column, sorted by
+    name, leaving out the columns in ``exclude`` (e.g. a routing column that is not a message's)."""
+    return tuple((k, np.asarray(v).dtype.newbyteorder("<").str, tuple(int(s) for s in np.shape(v)[1:]))
+                 for k, v in sorted(batch.items()) if k not in exclude)
+

@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
-from ..core.batch import Columns, concat_rows, n_rows, take_rows
+from ..core.batch import Columns, concat_rows, n_rows, row_layout, take_rows
 from ..core.errors import ValidationError
 from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
@@ -345,9 +345,7 @@ class LocalRandomizer(ABC, Generic[EstimateT]):
         """
         cached = self.__dict__.get("_report_schema")
         if cached is None:
-            reports = self.randomize(self.example_values(1), np.random.default_rng(0))
-            cached = tuple((k, np.asarray(v).dtype.newbyteorder("<").str, tuple(int(s) for s in np.shape(v)[1:]))
-                           for k, v in sorted(reports.items()))
+            cached = row_layout(self.randomize(self.example_values(1), np.random.default_rng(0)))
             self.__dict__["_report_schema"] = cached
         return cached
 

@@ -56,7 +56,8 @@ from .retention import analyzer_purge_before, refused_time_limit
 from .storage import (analyzer_aggregates, analyzer_batches, analyzer_keys, analyzer_ledger, analyzer_queries,
                       analyzer_report_ids, analyzer_retention, analyzer_tasks, existing_report_ids, insert_report_ids,
                       make_engine, upgrade)
-from .wire import DecodeError, KeyConfig, batch_id, decode_batch, encode_key_list, open_reports
+from .wire import (HEALTH_BATCH_STATES, HEALTH_PATH, DecodeError, KeyConfig, batch_id, decode_batch, encode_key_list,
+                   open_reports)
 
 __all__ = ["AnalyzerState", "create_analyzer_app", "ingest_batch"]
 
@@ -70,7 +71,6 @@ MAX_WINDOW = 2**62
 MAX_HEALTH_BODY = 128 * 1024
 #: the counts a shuffler health entry carries (each a non-negative integer)
 HEALTH_COUNTS = ("pending_envelopes", "pending_users")
-HEALTH_BATCH_STATES = ("forming", "ready", "retrying", "rejected", "delivered")
 
 log = logging.getLogger("shuffledp.service.analyzer")
 
@@ -912,7 +912,7 @@ def _install_shuffler_routes(app: FastAPI, state: AnalyzerState) -> None:
         from starlette.concurrency import run_in_threadpool
         return await run_in_threadpool(ingest_batch, state, t, bid, body)
 
-    @app.put("/v1/shuffler-health")
+    @app.put(HEALTH_PATH)
     async def shuffler_health(request: Request) -> dict:
         # signed by a shuffler like a batch (401 before the body is read; at most MAX_HEALTH_BODY bytes)
         body = await read_signed_body(request, state.peer_secret, MAX_HEALTH_BODY)

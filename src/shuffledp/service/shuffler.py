@@ -71,8 +71,9 @@ from .http_common import Problem, check_bearer, service_app, task_id_from_hex, r
 from .storage import (delete_pending_digests, insert_ignore, make_engine, move_pending_to_batch, read_connection,
                       shuffler_batch_items, shuffler_batches, shuffler_counters, shuffler_pending, shuffler_tasks,
                       upgrade)
-from .wire import (ALLOWED_SUITES, MAX_UPLOAD_BYTES, MAX_UPLOAD_REPORTS, UPLOAD_USER, Batch, DecodeError,
-                   batch_id_from_digests, decode_upload_v2, encode_batch, marker_digest, parse_header)
+from .wire import (ALLOWED_SUITES, HEALTH_BATCH_STATES, HEALTH_PATH, MAX_HEALTH_TASKS, MAX_UPLOAD_BYTES,
+                   MAX_UPLOAD_REPORTS, UPLOAD_USER, Batch, DecodeError, batch_id_from_digests, decode_upload_v2,
+                   encode_batch, marker_digest, parse_header)
 
 __all__ = ["ShufflerState", "create_shuffler_app", "requeue_batches", "discard_batches", "forward_outcome",
            "FORM_CHUNK", "PERMANENT_STATUSES"]
@@ -136,10 +137,6 @@ def evaluated_counter_name(crowd: bytes) -> str:
 
 #: seconds between two health pushes to the analyzer (on a batching round)
 HEALTH_EVERY = 5.0
-#: the analyzer endpoint of the health push, and the most tasks one push carries
-HEALTH_PATH = "/v1/shuffler-health"
-MAX_HEALTH_TASKS = 256
-HEALTH_BATCH_STATES = ("forming", "ready", "retrying", "rejected", "delivered")
 
 
 class ShufflerState:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
+from ..core.batch import row_layout
 from ..core.errors import ShuffleDPError, ValidationError
 from .hpke import (AEAD_AES_128_GCM, AEAD_CHACHA20_POLY1305, KDF_HKDF_SHA256, KEM_X25519_HKDF_SHA256, N_ENC,
                    N_TAG, HpkeError, Suite, open_base, open_base_many, seal_base)
@@ -58,6 +59,12 @@ MAX_CROWD_LEN = 64
 #: limits of one upload request, enforced by the shuffler and respected by the client's outbox
 MAX_UPLOAD_REPORTS = 10_000
 MAX_UPLOAD_BYTES = 8 * 1024 * 1024
+
+# Shuffler health push (shuffler -> analyzer, JSON, signed like a batch): its path, the most tasks
+# one push carries, and the batch states it counts per task
+HEALTH_PATH = "/v1/shuffler-health"
+MAX_HEALTH_TASKS = 256
+HEALTH_BATCH_STATES = ("forming", "ready", "retrying", "rejected", "delivered")
 #: ``encode_upload`` framing: "SDU1" + u32 count, then per report u8 crowd length, crowd,
 #: u16 envelope length, envelope
 UPLOAD_HEADER_LEN = 8
@@ -251,11 +258,7 @@ class PlaintextSchema:
 
     @classmethod
     def from_reports(cls, reports: dict[str, np.ndarray]) -> "PlaintextSchema":
-        f = []
-        for name in sorted(reports):
-            a = np.asarray(reports[name])
-            f.append((name, a.dtype.newbyteorder("<").str, tuple(int(s) for s in a.shape[1:])))
-        return cls(tuple(f))
+        return cls(row_layout(reports))
 
     @classmethod
     def from_json(cls, obj: list) -> "PlaintextSchema":

@@ -34,7 +34,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from ..core.batch import Columns, concat_rows, n_rows, take_rows
+from ..core.batch import Columns, concat_rows, n_rows, row_layout, take_rows
 from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
 from ..core.validation import check_delta, check_epsilon, check_positive_int
@@ -202,9 +202,7 @@ class Protocol(ABC):
         """
         cached = self.__dict__.get("_message_schema")
         if cached is None:
-            msgs = self.encode(self.example_values(1), np.random.default_rng(0))
-            cached = tuple((k, np.asarray(v).dtype.newbyteorder("<").str, tuple(int(s) for s in np.shape(v)[1:]))
-                           for k, v in sorted(msgs.items()) if k != "shuffler")
+            cached = row_layout(self.encode(self.example_values(1), np.random.default_rng(0)), exclude=("shuffler",))
             self.__dict__["_message_schema"] = cached
         return cached
 
