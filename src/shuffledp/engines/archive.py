@@ -55,7 +55,7 @@ from .base import Engine, check_engine_protocol, merge_statistics
 
 __all__ = ["ArchiveError", "ArchiveInfo", "Partition", "FORMAT", "METADATA_KEY", "build_protocol",
            "open_archives", "read_partition", "aggregate_archives", "aggregate_partitions", "aggregate_keyed",
-           "simulate_archive", "write_part", "export_release_part", "set_aggregation_device", "aggregate_each", "synthetic_values", "information_bits"]
+           "simulate_archive", "write_part", "export_release_part", "set_aggregation_device", "aggregate_each", "estimate_opened", "open_releases", "synthetic_values", "information_bits"]
 
 METADATA_KEY = b"shuffledp.archive"
 FORMAT = 1
@@ -100,6 +100,14 @@ def _accepted(name: str) -> tuple[str, ...]:
     from ..shuffle.registry import protocol_parameters
 
     return protocol_parameters(name) or ()
+
+
+def _protocol_meta(proto: Protocol, params: dict[str, Any]) -> dict[str, Any]:
+    """The archive metadata that the protocol fixes: format, registry name, target, calibration n,
+    parameters, message schema, whether the ``shuffler`` column is present, bits per message."""
+    return {"format": FORMAT, "protocol": proto.name, "epsilon": float(proto.epsilon), "delta": float(proto.delta),
+            "n": int(proto.n), "params": params, "schema": _schema_list(proto), "shuffler": proto.n_shufflers > 1,
+            "bits_per_message": float(proto.bits_per_message)}
 
 
 def _schema_list(proto: Protocol) -> list[list[Any]]:
@@ -429,23 +437,13 @@ def aggregate_keyed(jobs: Mapping[Any, tuple[Protocol, Sequence[Partition]]], en
             for key, st in per.items()}
 
 
-def aggregate_each(archives: Sequence[str | Path], engine: Engine | None = None, *, device: str | None = None,
-                   device_fallback: bool = False) -> list[tuple[ArchiveInfo, np.ndarray, Estimate]]:
-    """Several archives (e.g. the releases an analyzer exported), each estimated on its own, in one
-    engine job (:func:`aggregate_keyed`): ``[(info, statistic, estimate)]`` in the given order.
-
-    Each entry of ``archives`` is one archive (a folder, or one part file); every one is opened and
-    checked before the engine starts, and each equals :func:`aggregate_archives` of it alone.
-    """
+def estimate_opened(infos: Sequence[ArchiveInfo], engine: Engine | None = None) -> list[tuple[ArchiveInfo, np.ndarray, Estimate]]:
+    """Opened archives (:func:`open_archives`), each aggregated and estimated on its own, all in one
+    engine job (:func:`aggregate_keyed`): ``[(info, statistic, estimate)]`` in the given order. A
+    release is checked as in ``pipeline.run`` (the users it was calibrated for, its target)."""
     from ..pipeline import _check_batch_size, _check_release
     from .local import LocalEngine
 
-    if not archives:
-        raise ValidationError("no archive paths given", parameter="path")
-    infos = [open_archives([a]) for a in archives]
-    if device is not None:
-        for info in infos:
-            set_aggregation_device(info.protocol, device, device_fallback)
     stats = aggregate_keyed({j: (info.protocol, info.partitions) for j, info in enumerate(infos)},
                             engine or LocalEngine())
     out = []
@@ -453,6 +451,31 @@ def aggregate_each(archives: Sequence[str | Path], engine: Engine | None = None,
         _check_batch_size(info.protocol, info.users)
         out.append((info, stats[j], _check_release(info.protocol, info.protocol.estimate(stats[j], info.users))))
     return out
+
+
+def aggregate_each(archives: Sequence[str | Path], engine: Engine | None = None, *, device: str | None = None,
+                   device_fallback: bool = False) -> list[tuple[ArchiveInfo, np.ndarray, Estimate]]:
+    """Several archives (e.g. the releases an analyzer exported), each estimated on its own, in one
+    engine job: ``[(info, statistic, estimate)]`` in the given order.
+
+    Each entry of ``archives`` is one archive (a folder, or one part file); every one is opened and
+    checked before the engine starts, and each equals :func:`aggregate_archives` of it alone.
+    """
+    if not archives:
+        raise ValidationError("no archive paths given", parameter="path")
+    return estimate_opened(open_releases([[a] for a in archives], device, device_fallback), engine)
+
+
+def open_releases(groups: Sequence[Sequence[str | Path]], device: str | None = None,
+                  device_fallback: bool = False) -> list[ArchiveInfo]:
+    """Open and check each group of paths as one archive (:func:`open_archives`), counting on
+    ``device`` where given (:func:`set_aggregation_device`): everything that can be refused is
+    refused here, before an engine starts."""
+    infos = [open_archives(g) for g in groups]
+    if device is not None:
+        for info in infos:
+            set_aggregation_device(info.protocol, device, device_fallback)
+    return infos
 
 
 def set_aggregation_device(protocol: Protocol, device: str, fallback: bool = False) -> str:
@@ -477,19 +500,10 @@ def set_aggregation_device(protocol: Protocol, device: str, fallback: bool = Fal
 
 def aggregate_archives(paths: Sequence[str | Path], engine: Engine | None = None, *, device: str | None = None,
                        device_fallback: bool = False) -> tuple[ArchiveInfo, np.ndarray, Estimate]:
-    """Open and check the archive files, aggregate them on ``engine`` (default: in process) and
-    estimate once: ``(info, statistic, estimate)``. ``device`` (local hashing only, see
-    :func:`set_aggregation_device`) picks where each partition's support counts are computed."""
-    from ..pipeline import _check_batch_size, _check_release
-    from .local import LocalEngine
-
-    info = open_archives(paths)
-    if device is not None:
-        set_aggregation_device(info.protocol, device, device_fallback)
-    stat = aggregate_partitions(info.protocol, info.partitions, engine or LocalEngine())
-    _check_batch_size(info.protocol, info.users)
-    est = _check_release(info.protocol, info.protocol.estimate(stat, info.users))
-    return info, stat, est
+    """Open and check the archive files (all of one archive), aggregate them on ``engine`` (default:
+    in process) and estimate once: ``(info, statistic, estimate)``. ``device`` (local hashing only,
+    see :func:`set_aggregation_device`) picks where each partition's support counts are computed."""
+    return estimate_opened(open_releases([paths], device, device_fallback), engine)[0]
 
 
 # --- simulation ----------------------------------------------------------------------------------
@@ -601,11 +615,9 @@ def simulate_archive(name: str, out: str | Path, *, epsilon: float, delta: float
     out = Path(out)
     if out.exists():
         raise ValidationError(f"--out {str(out)!r} exists; an archive is written to a new folder", parameter="out")
-    spec = {"protocol": proto.name, "epsilon": float(proto.epsilon), "delta": float(proto.delta), "n": int(proto.n),
-            "params": params}
-    meta = {"format": FORMAT, **spec, "schema": _schema_list(proto), "task": _task_id(spec, seed, k),
-            "users": n, "parts": k, "shuffler": proto.n_shufflers > 1, "seed": seed,
-            "bits_per_message": float(proto.bits_per_message)}
+    meta = _protocol_meta(proto, params)
+    spec = {key: meta[key] for key in ("protocol", "epsilon", "delta", "n", "params")}   # what names the task
+    meta.update(task=_task_id(spec, seed, k), users=n, parts=k, seed=seed)
     children = np.random.SeedSequence(seed).spawn(2 * k + 1)
     eng = engine or LocalEngine()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -652,11 +664,9 @@ def export_release_part(out: str | Path, *, spec: Mapping[str, Any], task: str, 
     from ..shuffle import protocol as build
 
     proto = build(spec["name"], epsilon=spec["epsilon"], delta=spec["delta"], n=spec["n"], **spec.get("params", {}))
-    meta = {"format": FORMAT, "protocol": proto.name, "epsilon": float(proto.epsilon), "delta": float(proto.delta),
-            "n": int(proto.n), "params": dict(spec.get("params", {})), "schema": _schema_list(proto), "task": task,
+    meta = {**_protocol_meta(proto, dict(spec.get("params", {}))), "task": task,
             "users": int(users) if parts == 1 else None, "part_users": int(users), "parts": int(parts),
-            "part": int(part), "shuffler": proto.n_shufflers > 1, "seed": None,
-            "bits_per_message": float(proto.bits_per_message)}
+            "part": int(part), "seed": None}
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     final = out / f"part-{int(part):05d}.parquet"

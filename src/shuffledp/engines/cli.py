@@ -111,17 +111,17 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
                                                         "analyzer exported): one estimate per archive, one engine job"),
     ) -> None:
         """Estimate from report archives on an engine; prints the estimate and its privacy statement."""
-        from .archive import aggregate_archives, open_archives, set_aggregation_device
+        from .archive import estimate_opened, open_releases
 
         dev = None if device.strip().lower() == "cpu" and not device_fallback else device
-        if each:
-            _aggregate_each(paths, engine, scheduler, master, workers, dev, device_fallback, as_json, out, top)
-            return
-        info = open_archives(paths)  # refuse a bad file (or a device it cannot use) before any engine starts
-        if dev is not None:
-            set_aggregation_device(info.protocol, dev, device_fallback)
+        # every archive opened and checked (and the device with it) before any engine starts
+        infos = open_releases([[p] for p in paths] if each else [paths], dev, device_fallback)
         with make_engine(engine, scheduler, master, workers) as eng:
-            info, stat, est = aggregate_archives(paths, eng, device=dev, device_fallback=device_fallback)
+            results = estimate_opened(infos, eng)
+        if each:
+            _print_each(paths, results, engine, as_json, out, top)
+            return
+        info, stat, est = results[0]
         release = _release_json(info, stat, est, engine)
         if out is not None:
             _write_atomic(out, json.dumps(release, indent=1) + "\n")
@@ -140,16 +140,7 @@ def _release_json(info: Any, stat: Any, est: Any, engine: str) -> dict:
             "privacy": str(est.privacy)}
 
 
-def _aggregate_each(paths: list[Path], engine: str, scheduler: Any, master: Any, workers: int, dev: Any,
-                    device_fallback: bool, as_json: bool, out: Path | None, top: int) -> None:
-    from .archive import aggregate_each, open_archives, set_aggregation_device
-
-    for p in paths:   # refuse a bad archive (or a device it cannot use) before any engine starts
-        info = open_archives([p])
-        if dev is not None:
-            set_aggregation_device(info.protocol, dev, device_fallback)
-    with make_engine(engine, scheduler, master, workers) as eng:
-        results = aggregate_each(paths, eng, device=dev, device_fallback=device_fallback)
+def _print_each(paths: list[Path], results: list, engine: str, as_json: bool, out: Path | None, top: int) -> None:
     releases = [{"archive": str(p), **_release_json(info, stat, est, engine)}
                 for p, (info, stat, est) in zip(paths, results)]
     if out is not None:
