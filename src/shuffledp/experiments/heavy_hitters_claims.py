@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .survey_claims import checks_evidence, verdict_from_checks
+
 __all__ = ["Claim", "ClaimVerdict", "CLAIMS", "TIE", "LINEAR_SLACK", "evaluate_claims", "read_rows",
            "write_claims_csv", "claims_markdown", "claims_html"]
 
@@ -190,10 +192,8 @@ CLAIMS: list[Claim] = [
 
 
 def _status(checks: Checks) -> str:
-    if not checks:
-        return "not checkable"
-    ok = sum(bool(c) for _, c in checks)
-    return "agree" if ok == len(checks) else ("disagree" if ok == 0 else "partly")
+    verdict = verdict_from_checks(checks)
+    return "not checkable" if verdict == "n/a" else verdict
 
 
 def evaluate_claims(rows: list[dict], claims: list[Claim] | None = None) -> list[ClaimVerdict]:
@@ -204,8 +204,7 @@ def evaluate_claims(rows: list[dict], claims: list[Claim] | None = None) -> list
         checks = c.check(rows) if c.check is not None else []
         status = _status(checks)
         if checks:
-            ok = sum(bool(v) for _, v in checks)
-            evidence = f"{ok}/{len(checks)} checks hold: " + "; ".join(f"{'OK' if v else 'NO'} {d}" for d, v in checks)
+            evidence = checks_evidence(checks)
         elif c.check is None:
             evidence = "not checkable: the statement could not be read or its subject was not measured"
         else:

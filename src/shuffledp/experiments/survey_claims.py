@@ -91,6 +91,12 @@ def verdict_from_checks(checks: list[tuple[str, bool]]) -> str:
     return "disagree" if ok == 0 else "partly"
 
 
+def checks_evidence(checks: list[tuple[str, bool]]) -> str:
+    """``"k/m checks hold: OK ...; NO ..."``: each check's description marked with its outcome."""
+    ok = sum(bool(v) for _, v in checks)
+    return f"{ok}/{len(checks)} checks hold: " + "; ".join(f"{'OK' if v else 'NO'} {d}" for d, v in checks)
+
+
 # ---------------------------------------------------------------------------------- accessors
 def _ok(v: Any) -> bool:
     return isinstance(v, (int, float)) and math.isfinite(v)
@@ -465,9 +471,7 @@ def evaluate_claims(rows_by_figure: dict[str, list[dict]], claims: list[Claim] |
         checks = c.check(rows, c.problem)
         status = verdict_from_checks(checks)
         if checks:
-            ok = sum(bool(v) for _, v in checks)
-            evidence = f"{ok}/{len(checks)} checks hold: " + "; ".join(
-                f"{'OK' if v else 'NO'} {d}" for d, v in checks)
+            evidence = checks_evidence(checks)
         else:
             evidence = "not evaluated: the protocols this claim is about were not measured (see skipped points)"
         out.append(Verdict(c.figure, c.claim_id, c.text, c.quote, status, evidence, checks))
