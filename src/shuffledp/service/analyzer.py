@@ -536,8 +536,8 @@ def export_batch(root: str, cfg: TaskConfig, bid: bytes, b: Any, messages: dict)
         out, part, parts = base / f"w{b.window}-c{crowd}", int(b.shuffler), p.n_shufflers
     else:
         out, part, parts = base / f"w{b.window}-c{crowd}-b{bid.hex()[:16]}", 0, 1
-    msgs = {k: v for k, v in messages.items() if p.n_shufflers > 1 or k != "shuffler"}
-    return str(export_release_part(out, spec=cfg.protocol, task=cfg.task_id.hex(), messages=msgs,
+    # ``messages`` carries the "shuffler" column exactly when the protocol has several shufflers
+    return str(export_release_part(out, spec=cfg.protocol, task=cfg.task_id.hex(), messages=messages,
                                    users=int(b.n_users), part=part, parts=parts))
 
 
