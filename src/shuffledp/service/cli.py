@@ -149,10 +149,9 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
                              label: str = "") -> None:
         from ..core.errors import ValidationError
         from .config import build_protocol
-        from .demo import _NEEDS_D
-        if "d" not in params and name in _NEEDS_D:
-            params = {**params, "d": d}
+        from .demo import protocol_demo_params
         try:
+            params = protocol_demo_params(name, params, d)
             p = build_protocol({"name": name, "epsilon": eps, "delta": delta, "n": n, "params": params})
             p.message_schema()
         except ValidationError as e:
@@ -248,11 +247,11 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
         from pathlib import Path
 
         from .config import build_protocol
-        from .demo import _NEEDS_D
+        from .demo import protocol_demo_params
         from .harness import Deployment
         n_shufflers = 1
         if protocol:
-            full = {**params, "d": d} if "d" not in params and protocol in _NEEDS_D else params
+            full = protocol_demo_params(protocol, params, d)
             n_shufflers = build_protocol({"name": protocol, "epsilon": eps, "delta": delta, "n": n,
                                           "params": full}).n_shufflers
         dep = Deployment(Path(tempfile.mkdtemp(prefix="shuffledp-demo-serve-")), forward_timeout=600.0,

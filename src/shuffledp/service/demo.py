@@ -22,7 +22,7 @@ import numpy as np
 from ..core.errors import ValidationError
 
 __all__ = ["run_demo", "in_process_estimate", "demo_task_spec", "check_demo_arguments", "run_protocol_demo",
-           "protocol_demo_spec", "DEFAULT_MULTI_MESSAGE"]
+           "protocol_demo_spec", "protocol_demo_params", "DEFAULT_MULTI_MESSAGE"]
 
 #: The multi-message protocol the default demo deploys beside the single-message one.
 DEFAULT_MULTI_MESSAGE = "cnt_2m"
@@ -103,6 +103,66 @@ def _services(deployment: Any, name: str, forward_timeout: float, n_shufflers: i
         yield tmp, dep
 
 
+def _run_sdk_clients(analyzer_url: str, shuffler_urls: Any, task_id: bytes, workdir: str, http: Any,
+                     values: list[Any], now: float) -> list[dict]:
+    """Report ``values[i]`` through the full :class:`ShuffleDPClient` of user ``i`` (its own outbox,
+    ledger and sealed memo in ``workdir``); returns each user's memoized message as the client reads
+    it back (the memo is sealed at rest, so it is read through the client)."""
+    from .client import ShuffleDPClient
+
+    msgs = []
+    for i, v in enumerate(values):  # a handful of full clients; the rest of the population is vectorized
+        c = ShuffleDPClient(analyzer_url, shuffler_urls, task_id, Path(workdir) / f"client{i}.db", http=http)
+        c.report(v, now=now)
+        c.flush()
+        msgs.append(c.memoized_message(v))
+        c.close()
+    return msgs
+
+
+def _wait_until(done: Any, deadline_s: float, failure: Any) -> None:
+    """Poll ``done()`` every 0.5 s until it is true; after ``deadline_s`` raise ``RuntimeError(failure())``.
+    A timed-out forward is retried meanwhile by the shuffler's batcher (idempotent PUT)."""
+    deadline = time.monotonic() + deadline_s
+    while not done():
+        if time.monotonic() > deadline:
+            raise RuntimeError(failure())
+        time.sleep(0.5)
+
+
+def _estimate_fields(est: dict[str, Any]) -> dict[str, Any]:
+    """The analyzer's estimate response as the demo's result records it."""
+    return {"estimate": est["estimate"], "std_error": est["std_error"], "ci_low": est["ci_low"],
+            "ci_high": est["ci_high"], "privacy_statement": est["privacy_statement"], "n_aggregated": est["n"]}
+
+
+def _zipf_items(n: int, d: int, zipf: float, rng: np.random.Generator) -> np.ndarray:
+    """``n`` items of ``[0, d)`` drawn with probability proportional to ``1 / (i + 1)^zipf``."""
+    w = 1.0 / np.arange(1, d + 1) ** zipf
+    return rng.choice(d, size=n, p=w / w.sum())
+
+
+def _upload_vectorized(http: Any, cfg: Any, key: Any, shuffler_url: str, task_id: bytes, values: np.ndarray,
+                       now: float, upload_batch: int, timings: dict[str, float]) -> tuple[np.ndarray, int]:
+    """Encode ``values`` (one user each), seal each report to the analyzer and upload them in
+    batches of ``upload_batch``; returns the plaintexts and the number the shuffler accepted, and
+    records the three steps' seconds in ``timings``."""
+    from .client import encode_reports, seal_many, upload
+
+    t0 = time.perf_counter()
+    pts = encode_reports(cfg, values, now)
+    timings["encode_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    envs = seal_many(cfg, key, pts, b"")
+    timings["seal_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    acked = 0
+    for s in range(0, len(envs), upload_batch):
+        acked += upload(http, shuffler_url, task_id, [(b"", e) for e in envs[s:s + upload_batch]])["accepted"]
+    timings["upload_s"] = time.perf_counter() - t0
+    return pts, acked
+
+
 def run_demo(n: int = 100_000, d: int = 16, epsilon: float = 2.0, mechanism: str = "grr", eps_central: float = 1.0,
              delta: float = 1e-8, zipf: float = 1.1, sdk_clients: int = SDK_CLIENTS, out_dir: str | Path = "out/demo",
              upload_batch: int = 5000, data_seed: int = 1, progress=None, forward_timeout: float = 600.0,
@@ -117,15 +177,13 @@ def run_demo(n: int = 100_000, d: int = 16, epsilon: float = 2.0, mechanism: str
     """
     import httpx
 
-    from .client import ShuffleDPClient, encode_reports, fetch_task, seal_many, upload
+    from .client import fetch_task
 
     check_demo_arguments(n, d, epsilon, mechanism, eps_central, delta, sdk_clients)
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
     say = progress or (lambda msg: None)
-    rng = np.random.default_rng(data_seed)  # the synthetic *data* only; randomization is OS-seeded
-    w = 1.0 / np.arange(1, d + 1) ** zipf
-    x = rng.choice(d, size=n, p=w / w.sum())
+    x = _zipf_items(n, d, zipf, np.random.default_rng(data_seed))  # the data only; randomization is OS-seeded
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     with _services(deployment, "demo", forward_timeout) as (tmp, dep):
@@ -139,36 +197,23 @@ def run_demo(n: int = 100_000, d: int = 16, epsilon: float = 2.0, mechanism: str
         now = time.time()
         # (a) full SDK clients: outbox, budget ledger, memoization
         t0 = time.perf_counter()
-        sdk_msgs = []
-        for i in range(sdk_clients):
-            c = ShuffleDPClient(dep.analyzer.url, dep.shuffler.url, task_id, Path(tmp) / f"client{i}.db", http=http)
-            c.report(int(x[i]), now=now)
-            c.flush()
-            msg = c.memoized_message(int(x[i]))   # the memo is sealed at rest: read it through the client
-            sdk_msgs.append({k: np.asarray(v, dtype=dt) for k, (v, dt) in msg.items()})
-            c.close()
+        sdk_msgs = [{k: np.asarray(v, dtype=dt) for k, (v, dt) in msg.items()}
+                    for msg in _run_sdk_clients(dep.analyzer.url, dep.shuffler.url, task_id, tmp, http,
+                                                [int(v) for v in x[:sdk_clients]], now)]
         timings["sdk_clients_s"] = time.perf_counter() - t0
         # (b) the other clients: same encode + per-report seal, vectorized over users, uploaded in batches
-        t0 = time.perf_counter()
-        pts = encode_reports(cfg, x[sdk_clients:], now)
-        timings["encode_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        envs = seal_many(cfg, key, pts, b"")
-        timings["seal_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        acked = 0
-        for s in range(0, len(envs), upload_batch):
-            acked += upload(http, dep.shuffler.url, task_id, [(b"", e) for e in envs[s:s + upload_batch]])["accepted"]
-        timings["upload_s"] = time.perf_counter() - t0
+        pts, acked = _upload_vectorized(http, cfg, key, dep.shuffler.url, task_id, x[sdk_clients:], now,
+                                        upload_batch, timings)
         say(f"{acked + sdk_clients:,} reports acknowledged by the shuffler")
         t0 = time.perf_counter()
         tick = dep.tick(close_current=True)
-        deadline = time.monotonic() + aggregate_deadline
-        while (got := dep.analyzer_stats(created["task_id"]).get("received", 0)) < n:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the analyzer aggregated {got:,} of {n:,} reports within {aggregate_deadline:g} s; "
-                                   f"shuffler counters {dep.counters(created['task_id'])}")
-            time.sleep(0.5)  # a timed-out forward is retried by the shuffler's batcher (idempotent PUT)
+
+        def aggregated() -> bool:
+            return dep.analyzer_stats(created["task_id"]).get("received", 0) >= n
+
+        _wait_until(aggregated, aggregate_deadline, lambda: (
+            f"the analyzer aggregated {dep.analyzer_stats(created['task_id']).get('received', 0):,} of {n:,} "
+            f"reports within {aggregate_deadline:g} s; shuffler counters {dep.counters(created['task_id'])}"))
         timings["release_forward_aggregate_s"] = time.perf_counter() - t0
         counters = dep.counters(created["task_id"])
         r = dep.estimates(created["task_id"])
@@ -184,8 +229,7 @@ def run_demo(n: int = 100_000, d: int = 16, epsilon: float = 2.0, mechanism: str
     values = np.asarray(est["estimate"])
     result = {
         "n": n, "d": d, "mechanism": mechanism, "epsilon_local": epsilon, "truth": truth.tolist(),
-        "estimate": est["estimate"], "std_error": est["std_error"], "ci_low": est["ci_low"],
-        "ci_high": est["ci_high"], "privacy_statement": est["privacy_statement"], "n_aggregated": est["n"],
+        **_estimate_fields(est),
         "max_abs_diff_in_process": float(np.max(np.abs(values - local.values))),
         "max_abs_error": float(np.max(np.abs(values - truth))), "counters": counters, "tick": tick,
         "min_batch_size": created["config"]["min_batch_size"], "timings": timings,
@@ -205,8 +249,7 @@ def protocol_demo_spec(name: str, epsilon: float, delta: float, n: int, params: 
 
 def _demo_values(p: Any, n: int, d: int, zipf: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Synthetic inputs of the protocol's kind and their truth (what the estimate estimates, as totals)."""
-    w = 1.0 / np.arange(1, d + 1) ** zipf
-    x = rng.choice(d, size=n, p=w / w.sum())
+    x = _zipf_items(n, d, zipf, rng)
     kind = p.input_kind
     if kind == "bit":
         bits = (x == 0).astype(np.int64)   # "holds the most popular item"
@@ -216,8 +259,7 @@ def _demo_values(p: Any, n: int, d: int, zipf: float, rng: np.random.Generator) 
         return u, np.array([u.sum()])
     if kind == "multi_categorical":
         dims = [int(v) for v in getattr(p, "dims")]
-        cols = [rng.choice(da, size=n, p=(1.0 / np.arange(1, da + 1) ** zipf) / (1.0 / np.arange(1, da + 1) ** zipf).sum())
-                for da in dims]
+        cols = [_zipf_items(n, da, zipf, rng) for da in dims]
         arr = np.stack(cols, axis=1)
         return arr, np.concatenate([np.bincount(c, minlength=da) for c, da in zip(cols, dims)]).astype(float)
     dd = int(getattr(p, "d", d))
@@ -242,12 +284,10 @@ def run_protocol_demo(name: str, n: int = 100_000, epsilon: float = 1.0, delta: 
     """
     import httpx
 
-    from .client import ShuffleDPClient, fetch_task, upload_protocol_users
+    from .client import fetch_task, upload_protocol_users
     from .config import build_protocol
 
-    params = dict(params or {})
-    if "d" not in params and name in _NEEDS_D:
-        params["d"] = d
+    params = protocol_demo_params(name, params or {}, d)
     spec = protocol_demo_spec(name, epsilon, delta, n, params)
     p = build_protocol(spec["protocol"])
     say = progress or (lambda msg: None)
@@ -268,39 +308,30 @@ def run_protocol_demo(name: str, n: int = 100_000, epsilon: float = 1.0, delta: 
         cfg, key = fetch_task(http, dep.analyzer.url, task_id)
         now = time.time()
         t0 = time.perf_counter()
-        sdk_msgs = []
         k = min(sdk_clients, n)
-        for i in range(k):
-            c = ShuffleDPClient(dep.analyzer.url, dep.shuffler_urls, task_id, Path(tmp) / f"client{i}.db", http=http)
-            v = x[i].tolist() if x.ndim > 1 else x[i].item()
-            c.report(v, now=now)
-            c.flush()
-            sdk_msgs.append(c.memoized_message(v))   # the memo is sealed at rest: read it through the client
-            c.close()
+        sdk_msgs = _run_sdk_clients(dep.analyzer.url, dep.shuffler_urls, task_id, tmp, http,
+                                    [x[i].tolist() if x.ndim > 1 else x[i].item() for i in range(k)], now)
         timings["sdk_clients_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        pts, _route, acked = upload_protocol_users(http, cfg, key, dep.shuffler_urls, x[k:], now)
+        pts, route, acked = upload_protocol_users(http, cfg, key, dep.shuffler_urls, x[k:], now)
         timings["encode_seal_upload_s"] = time.perf_counter() - t0
         say(f"{name}: {pts.shape[0] + sum(len(next(iter(m.values()))[0]) for m in sdk_msgs):,} messages of {n:,} "
             f"users acknowledged by the shuffler(s)")
         t0 = time.perf_counter()
         dep.tick(close_current=True)
-        deadline = time.monotonic() + aggregate_deadline
-        while (r := dep.estimates(created["task_id"])).status_code != 200:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"no release of {name} within {aggregate_deadline:g} s: {r.text[:300]}")
-            time.sleep(0.5)
+        last: list[Any] = []
+
+        def released() -> bool:
+            last[:] = [dep.estimates(created["task_id"])]
+            return last[0].status_code == 200
+
+        _wait_until(released, aggregate_deadline,
+                    lambda: f"no release of {name} within {aggregate_deadline:g} s: {last[0].text[:300]}")
         timings["release_forward_aggregate_s"] = time.perf_counter() - t0
-        est = r.json()
+        est = last[0].json()
         counters = [dep.counters(created["task_id"], shuffler=sp) for sp in dep.shufflers]
         http.close()
-    sent = cfg.report_schema.decode(pts)[0]
-    for m in sdk_msgs:
-        for col in sent:
-            sent[col] = np.concatenate([sent[col], np.asarray(m[col][0], dtype=m[col][1])])
-    if p.n_shufflers > 1:
-        sent["shuffler"] = np.concatenate([_route] + [np.asarray(m.get("shuffler", [[], "<i8"])[0], dtype=np.int64)
-                                                      for m in sdk_msgs]) if "shuffler" in sdk_msgs[0] else _route
+    sent = _messages_sent(cfg, pts, route, sdk_msgs, p.n_shufflers)
     fakes = sum(int(c.get("fake_messages", 0)) for c in counters)
     exact = fakes == 0 and p.model != "central"
     local = p.analyze(sent, n) if exact else None
@@ -308,8 +339,7 @@ def run_protocol_demo(name: str, n: int = 100_000, epsilon: float = 1.0, delta: 
     result = {
         "protocol": name, "params": params, "n": n, "epsilon": epsilon, "delta": delta,
         "n_shufflers": p.n_shufflers, "messages_per_user": p.messages_per_user, "truth": truth.tolist(),
-        "estimate": est["estimate"], "std_error": est["std_error"], "ci_low": est["ci_low"], "ci_high": est["ci_high"],
-        "privacy_statement": est["privacy_statement"], "n_aggregated": est["n"], "fake_messages": fakes,
+        **_estimate_fields(est), "fake_messages": fakes,
         "max_abs_diff_in_process": float(np.max(np.abs(values - local.values))) if local is not None else None,
         "max_abs_error": float(np.max(np.abs(values - truth))) if values.shape == truth.shape else None,
         "counters": counters, "timings": timings, "total_s": time.perf_counter() - t_start,
@@ -318,9 +348,32 @@ def run_protocol_demo(name: str, n: int = 100_000, epsilon: float = 1.0, delta: 
     return result
 
 
-#: protocols whose constructor needs a domain size (the demo passes its ``d``)
-_NEEDS_D = frozenset({"hist_kr", "hist_mm", "slh", "murs", "prhr", "pucm", "ldp_krr", "ldp_oracle",
-                      "cdp_laplace_hist", "range_count", "distinct", "put", "aut"})
+def _messages_sent(cfg: Any, pts: np.ndarray, route: np.ndarray, sdk_msgs: list[dict], n_shufflers: int) -> dict:
+    """Every message the demo's users sent, as columns: the vectorized users' plaintexts, then the
+    SDK clients' memoized messages, with each message's shuffler when there are several."""
+    sent = cfg.report_schema.decode(pts)[0]
+    for m in sdk_msgs:
+        for col in sent:
+            sent[col] = np.concatenate([sent[col], np.asarray(m[col][0], dtype=m[col][1])])
+    if n_shufflers > 1:
+        sent["shuffler"] = np.concatenate([route] + [np.asarray(m.get("shuffler", [[], "<i8"])[0], dtype=np.int64)
+                                                     for m in sdk_msgs]) if sdk_msgs and "shuffler" in sdk_msgs[0] else route
+    return sent
+
+
+def protocol_demo_params(name: str, params: dict[str, Any], d: int) -> dict[str, Any]:
+    """``params`` with the demo's domain size ``d`` added when protocol ``name``'s constructor
+    requires ``d`` and ``params`` does not give it."""
+    import inspect
+
+    from ..local.registry import constructor_parameters
+    from ..shuffle.registry import protocol_class
+
+    if "d" in params:
+        return dict(params)
+    required, _ = constructor_parameters(protocol_class(name))
+    needs = any(p.name == "d" and p.default is inspect.Parameter.empty for p in required)
+    return {**params, "d": d} if needs else dict(params)
 
 
 def _write_report(out: Path, res: dict) -> Path:
