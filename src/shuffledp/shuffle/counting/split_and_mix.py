@@ -11,24 +11,21 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
-from ...central.distributed import (SplitAndMix, split_and_mix_delta, split_and_mix_messages,
-                                    split_and_mix_security_bits)
-from ...central.distributions import discrete_laplace_variance, simulate_polya
+from ...central.distributions import discrete_laplace_variance
 from ...core.errors import ValidationError
 from ...core.estimate import Estimate
 from ...core.privacy import PrivacyStatement
 from ...core.validation import check_positive_int, check_real
-from .._common import (check_bits, check_statistic, need_delta, scalar_estimate, split_and_mix_honest_parties,
-                       split_and_mix_sigma_at)
+from .._common import check_bits, check_statistic, need_delta, scalar_estimate
+from .._distributed_geometric import DistributedGeometricShares
 from ..base import Messages, Protocol
 from ._base import _check_counts, _counts
 
 __all__ = ["CntSGM", "PROTOCOLS"]
 
 
-class CntSGM(Protocol):
+class CntSGM(DistributedGeometricShares, Protocol):
     """Cnt_SGM **[R]**: robust distributed symmetric-geometric counter over a sum-only channel.
 
     Each user draws X, Y i.i.d. Pólya NB(1/(gamma n), alpha = e^{-eps}), forms ``v = x + X - Y``
@@ -63,28 +60,11 @@ class CntSGM(Protocol):
         beta = check_real(wrap_probability, "wrap_probability", low=0.0, high=0.5, low_open=True)
         if self.gamma * self.n < 1.0:
             raise ValidationError(f"cnt_sgm needs gamma * n >= 1, got {self.gamma * self.n!r}", parameter="gamma")
-        self.alpha = math.exp(-self.epsilon)
-        #: Pólya shape per user, 1/(gamma n)
-        self.shape = 1.0 / (self.gamma * self.n)
-        #: total shape when all n users are honest, 1/gamma
-        self.total_shape = 1.0 / self.gamma
-        self.sigma = split_and_mix_security_bits(self.epsilon, self.delta)
-        tau = float(stats.nbinom.isf(beta / 2.0, self.total_shape, 1.0 - self.alpha))
-        self.modulus = 1 << max(2, math.ceil(math.log2(2.0 * (self.n + tau + 1.0))))
-        if self.modulus > 1 << 62:
-            raise ValidationError("cnt_sgm: modulus would exceed 2^62; n is too large", parameter="n")
-        #: honest parties the robust guarantee may rely on: split-and-mix is sized (and its
-        #: security sigma evaluated) among floor(gamma n) parties, not n
-        self.honest_parties = split_and_mix_honest_parties(self.gamma, self.n, "cnt_sgm")
-        self.n_messages = split_and_mix_messages(self.honest_parties, math.log2(self.modulus), self.sigma)
-        self._sm = SplitAndMix(self.modulus, self.n_messages)
+        self._setup_shares(math.exp(-self.epsilon), beta, self.n, "n", "n is too large")
 
     def encode(self, values: Any, rng: np.random.Generator) -> Messages:
         x = check_bits(values)
-        noise = simulate_polya(self.shape, self.alpha, x.shape[0], rng) - simulate_polya(self.shape, self.alpha,
-                                                                                           x.shape[0], rng)
-        shares = self._sm.simulate_encode(x + noise, rng)
-        return {"share": shares.reshape(-1)}
+        return {"share": self._noisy_shares(x, rng)}
 
     def aggregate(self, messages: Messages) -> np.ndarray:
         if not messages:
@@ -112,34 +92,10 @@ class CntSGM(Protocol):
 
     def simulate_statistic(self, data: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         n0, n1 = _check_counts(data)
-        R = (n0 + n1) * self.shape
-        z = int(simulate_polya(R, self.alpha, 1, rng)[0]) - int(simulate_polya(R, self.alpha, 1, rng)[0])
-        return np.array([(n1 + z) % self.modulus], dtype=np.int64)
+        return self._simulate_noisy_sum(n1, n0 + n1, rng)
 
     def _privacy(self, n: int) -> PrivacyStatement:
-        honest_needed = self.gamma * self.n
-        if n < honest_needed or n < 3:
-            return PrivacyStatement(math.inf, 0.0, "shuffle", note=f"cnt_sgm: fewer than gamma*n users at n={n}")
-        # security of m shares among the floor(gamma self.n) honest parties the robust guarantee
-        # assumes (BBGN CCS'20 bound solved for sigma), whatever the batch size n
-        sigma = split_and_mix_sigma_at(self.n_messages, self.honest_parties, self.modulus, self.sigma,
-                                       self.honest_parties)
-        if sigma <= 0:
-            return PrivacyStatement(math.inf, 0.0, "shuffle", note=f"cnt_sgm: split-and-mix insecure at n={n}")
-        extra = split_and_mix_delta(self.epsilon, sigma)
-        if extra >= 1.0:
-            return PrivacyStatement(math.inf, 0.0, "shuffle", note=f"cnt_sgm: split-and-mix insecure at n={n}")
-        return PrivacyStatement(self.epsilon, extra, "shuffle", gamma=min(1.0, honest_needed / n),
-                                note=f"cnt_sgm [R]: distributed geometric (Pólya shares) + split-and-mix "
-                                     f"(m={self.n_messages}, q=2^{int(math.log2(self.modulus))}, sigma={sigma:.4g})")
-
-    @property
-    def messages_per_user(self) -> float:
-        return float(self.n_messages)
-
-    @property
-    def bits_per_message(self) -> float:
-        return math.log2(self.modulus)
+        return self._shares_privacy(n, "cnt_sgm [R]: distributed geometric (Pólya shares)")
 
 
 PROTOCOLS: dict[str, type[Protocol]] = {"cnt_sgm": CntSGM}

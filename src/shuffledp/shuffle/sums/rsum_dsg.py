@@ -8,24 +8,20 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
-from ...central.distributed import (SplitAndMix, split_and_mix_delta, split_and_mix_messages,
-                                    split_and_mix_security_bits)
-from ...central.distributions import simulate_polya
 from ...core.errors import ValidationError
 from ...core.estimate import Estimate
 from ...core.privacy import PrivacyStatement
 from ...core.validation import check_positive_int, check_real
-from .._common import (check_statistic, check_unit_values, need_delta, randomized_rounding, rounding_parts,
-                       split_and_mix_honest_parties, split_and_mix_sigma_at)
+from .._common import check_statistic, check_unit_values, need_delta, randomized_rounding, rounding_parts
+from .._distributed_geometric import DistributedGeometricShares
 from ..base import Messages, Protocol
 from ._base import _single_column, _SumProtocol
 
 __all__ = ["RSumDSG", "PROTOCOLS"]
 
 
-class RSumDSG(_SumProtocol):
+class RSumDSG(DistributedGeometricShares, _SumProtocol):
     """RSum_DSG: distributed symmetric geometric noise + split-and-mix (Balle, Bell, Gascón,
     Nissim, "Private Summation in the Multi-Message Shuffle Model", CCS 2020 / arXiv 1906.09116;
     Ghazi, Manurangsi, Pagh, Velingker, 2020).
@@ -60,20 +56,8 @@ class RSumDSG(_SumProtocol):
         beta = check_real(wrap_probability, "wrap_probability", low=0.0, high=0.5, low_open=True)
         self.precision = (math.ceil(math.sqrt(self.n)) if precision is None
                           else check_positive_int(precision, "precision"))
-        p = self.precision
-        self.alpha = math.exp(-self.epsilon / p)
-        self.shape = 1.0 / (self.gamma * self.n)
-        self.total_shape = 1.0 / self.gamma
-        self.sigma = split_and_mix_security_bits(self.epsilon, self.delta)
-        tau = float(stats.nbinom.isf(beta / 2.0, self.total_shape, 1.0 - self.alpha))
-        self.modulus = 1 << max(2, math.ceil(math.log2(2.0 * (self.n * p + tau + 1.0))))
-        if self.modulus > 1 << 62:
-            raise ValidationError("rsum_dsg: modulus would exceed 2^62; lower the precision", parameter="precision")
-        #: honest parties the (robust) guarantee may rely on: split-and-mix is sized (and its
-        #: security sigma evaluated) among floor(gamma n) parties, not n
-        self.honest_parties = split_and_mix_honest_parties(self.gamma, self.n, "rsum_dsg")
-        self.n_messages = split_and_mix_messages(self.honest_parties, math.log2(self.modulus), self.sigma)
-        self._sm = SplitAndMix(self.modulus, self.n_messages)
+        self._setup_shares(math.exp(-self.epsilon / self.precision), beta, self.n * self.precision, "precision",
+                           "lower the precision")
 
     @property
     def robust(self) -> bool:  # type: ignore[override]
@@ -81,10 +65,7 @@ class RSumDSG(_SumProtocol):
 
     def encode(self, values: Any, rng: np.random.Generator) -> Messages:
         x = check_unit_values(values)
-        v = randomized_rounding(x, self.precision, rng)
-        k = x.shape[0]
-        noise = simulate_polya(self.shape, self.alpha, k, rng) - simulate_polya(self.shape, self.alpha, k, rng)
-        return {"share": self._sm.simulate_encode(v + noise, rng).reshape(-1)}
+        return {"share": self._noisy_shares(randomized_rounding(x, self.precision, rng), rng)}
 
     def aggregate(self, messages: Messages) -> np.ndarray:
         if not messages:
@@ -121,31 +102,10 @@ class RSumDSG(_SumProtocol):
 
         floor_sum, frac = self._simulation_parts(data, lambda x: _floor_sum_and_fractions(x, self.precision))
         total = floor_sum + int(np.count_nonzero(rng.random(frac.shape[0]) < frac))
-        R = frac.shape[0] * self.shape
-        z = int(simulate_polya(R, self.alpha, 1, rng)[0]) - int(simulate_polya(R, self.alpha, 1, rng)[0])
-        return np.array([(total + z) % self.modulus], dtype=np.int64)
+        return self._simulate_noisy_sum(total, frac.shape[0], rng)
 
     def _privacy(self, n: int) -> PrivacyStatement:
-        honest_needed = self.gamma * self.n
-        if n < honest_needed or n < 3:
-            return PrivacyStatement(math.inf, 0.0, "shuffle", note=f"rsum_dsg: fewer than gamma*n users at n={n}")
-        # security among the floor(gamma self.n) honest parties the guarantee assumes
-        sigma = split_and_mix_sigma_at(self.n_messages, self.honest_parties, self.modulus, self.sigma,
-                                       self.honest_parties)
-        extra = split_and_mix_delta(self.epsilon, sigma) if sigma > 0 else 1.0
-        if extra >= 1.0:
-            return PrivacyStatement(math.inf, 0.0, "shuffle", note=f"rsum_dsg: split-and-mix insecure at n={n}")
-        return PrivacyStatement(self.epsilon, extra, "shuffle", gamma=min(1.0, honest_needed / n),
-                                note=f"rsum_dsg: distributed geometric (alpha=e^-eps/p, p={self.precision}) + "
-                                     f"split-and-mix (m={self.n_messages}, q=2^{int(math.log2(self.modulus))})")
-
-    @property
-    def messages_per_user(self) -> float:
-        return float(self.n_messages)
-
-    @property
-    def bits_per_message(self) -> float:
-        return math.log2(self.modulus)
+        return self._shares_privacy(n, f"rsum_dsg: distributed geometric (alpha=e^-eps/p, p={self.precision})")
 
 
 PROTOCOLS: dict[str, type[Protocol]] = {"rsum_dsg": RSumDSG}
