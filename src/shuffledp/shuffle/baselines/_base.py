@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
+from ...central.distributions import simulate_discrete_laplace
 from ...core.errors import ValidationError
+from ...core.estimate import Estimate
 from ...core.privacy import PrivacyStatement
-from ...core.validation import check_int_values
+from ...core.validation import check_int_values, check_positive_int
 from ..base import Messages, Protocol
 
 __all__ = []
@@ -84,3 +87,29 @@ class _CentralBaseline(Protocol):
     @property
     def messages_per_user(self) -> float:
         return 1.0
+
+
+
+class _DiscreteLaplaceRelease(_CentralBaseline):
+    """A curator that releases ``released_counts`` integer counts, each plus i.i.d. exact discrete
+    Laplace noise from ``self.mechanism`` (a :class:`~shuffledp.central.DiscreteLaplaceMechanism`)."""
+
+    mechanism: Any
+    #: how many counts the curator releases (the statistic's length)
+    released_counts: int = 1
+
+    def estimate(self, statistic: np.ndarray, n: int) -> Estimate:
+        s = _stat(statistic, self.released_counts)
+        n = check_positive_int(n, "n")
+        return Estimate(np.asarray(s, dtype=np.float64), math.sqrt(self.variance(n)), n, self.privacy(n), "count")
+
+    def variance(self, n: int | None = None, value: float = 0.0) -> float:
+        """The curator's noise variance: exact, independent of ``n`` and of the true ``value``."""
+        return self.mechanism.variance()
+
+    def noise_pmf(self, z: Any) -> np.ndarray:
+        return self.mechanism.noise_pmf(z)
+
+    def _simulated_release(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """``counts`` plus the release noise, drawn with a seeded generator (simulation only)."""
+        return counts + simulate_discrete_laplace(float(self.mechanism.scale), self.released_counts, rng)

@@ -3,24 +3,21 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any, Literal
 
 import numpy as np
 
 from ...central import DiscreteLaplaceMechanism
-from ...central.distributions import simulate_discrete_laplace
-from ...core.estimate import Estimate
 from ...core.privacy import PrivacyStatement
-from ...core.validation import check_int_values, check_positive_int
+from ...core.validation import check_int_values
 from .._common import check_true_counts
 from ..base import Messages, Protocol
-from ._base import _bits, _CentralBaseline, _columns, _stat
+from ._base import _bits, _columns, _DiscreteLaplaceRelease
 
 __all__ = ["CdpLaplaceCount", "PROTOCOLS"]
 
 
-class CdpLaplaceCount(_CentralBaseline):
+class CdpLaplaceCount(_DiscreteLaplaceRelease):
     """``cdp_laplace_count``: the central Laplace baseline for counting, as exact discrete Laplace.
 
     The curator releases ``c + Z``, ``P(Z = z) = (1 - a)/(1 + a) a^|z|``, ``a = e^{-eps}``
@@ -55,24 +52,12 @@ class CdpLaplaceCount(_CentralBaseline):
             count = 0
         return np.array([self.mechanism.release(count)], dtype=np.int64)
 
-    def estimate(self, statistic: np.ndarray, n: int) -> Estimate:
-        s = _stat(statistic, 1)
-        n = check_positive_int(n, "n")
-        return Estimate(np.asarray(s, dtype=np.float64), math.sqrt(self.variance(n)), n, self.privacy(n), "count")
-
-    def variance(self, n: int | None = None, value: float = 0.0) -> float:
-        """The curator's noise variance: exact, independent of ``n`` and of the true ``value``."""
-        return self.mechanism.variance()
-
-    def noise_pmf(self, z: Any) -> np.ndarray:
-        return self.mechanism.noise_pmf(z)
-
     def summarize(self, values: Any) -> np.ndarray:
         return np.bincount(_bits(values), minlength=2).astype(np.int64)
 
     def simulate_statistic(self, data: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         c = check_true_counts(data, 2)
-        return c[1:] + simulate_discrete_laplace(float(self.mechanism.scale), 1, rng)
+        return self._simulated_release(c[1:], rng)
 
     def _privacy(self, n: int) -> PrivacyStatement:
         st = self.mechanism.privacy()

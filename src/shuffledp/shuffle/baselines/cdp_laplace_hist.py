@@ -3,25 +3,22 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any, Literal
 
 import numpy as np
 
 from ...central import DiscreteLaplaceMechanism
-from ...central.distributions import simulate_discrete_laplace
 from ...core.errors import ValidationError
-from ...core.estimate import Estimate
 from ...core.privacy import PrivacyStatement
-from ...core.validation import check_domain_size, check_int_values, check_positive_int
+from ...core.validation import check_domain_size, check_int_values
 from .._common import check_true_counts
 from ..base import Messages, Protocol, bits_for
-from ._base import _CentralBaseline, _columns, _stat
+from ._base import _columns, _DiscreteLaplaceRelease
 
 __all__ = ["CdpLaplaceHist", "PROTOCOLS"]
 
 
-class CdpLaplaceHist(_CentralBaseline):
+class CdpLaplaceHist(_DiscreteLaplaceRelease):
     """``cdp_laplace_hist``: central Laplace baseline for histograms, exact discrete Laplace per item.
 
     The curator releases ``c_j + Z_j`` for every j in [0, d) with i.i.d. discrete Laplace noise
@@ -42,6 +39,7 @@ class CdpLaplaceHist(_CentralBaseline):
                  neighbouring: Literal["replace_one", "add_remove_one"] = "replace_one") -> None:
         super().__init__(epsilon, delta, n)
         self.d = check_domain_size(d)
+        self.released_counts = self.d
         if neighbouring not in ("replace_one", "add_remove_one"):
             raise ValidationError(f"neighbouring must be 'replace_one' or 'add_remove_one', got {neighbouring!r}",
                                   parameter="neighbouring")
@@ -60,24 +58,12 @@ class CdpLaplaceHist(_CentralBaseline):
             counts = np.zeros(self.d, dtype=np.int64)
         return np.asarray(self.mechanism.release(counts.astype(np.int64)), dtype=np.int64)
 
-    def estimate(self, statistic: np.ndarray, n: int) -> Estimate:
-        s = _stat(statistic, self.d)
-        n = check_positive_int(n, "n")
-        return Estimate(np.asarray(s, dtype=np.float64), math.sqrt(self.variance(n)), n, self.privacy(n), "count")
-
-    def variance(self, n: int | None = None, value: float = 0.0) -> float:
-        """The curator's noise variance: exact, independent of ``n`` and of the true ``value``."""
-        return self.mechanism.variance()
-
-    def noise_pmf(self, z: Any) -> np.ndarray:
-        return self.mechanism.noise_pmf(z)
-
     def summarize(self, values: Any) -> np.ndarray:
         return np.bincount(check_int_values(values, self.d), minlength=self.d).astype(np.int64)
 
     def simulate_statistic(self, data: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         c = check_true_counts(data, self.d)
-        return c + simulate_discrete_laplace(float(self.mechanism.scale), self.d, rng)
+        return self._simulated_release(c, rng)
 
     def _privacy(self, n: int) -> PrivacyStatement:
         st = self.mechanism.privacy()
