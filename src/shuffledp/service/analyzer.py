@@ -52,6 +52,7 @@ from .config import MIN_TIME_PRECISION, TASK_FIELDS, TaskConfig, create_task_con
 from .dashboard import install_dashboard
 from .hpke import AEAD_AES_128_GCM, AEAD_CHACHA20_POLY1305, KDF_HKDF_SHA256, generate_key_pair
 from .http_common import Problem, check_bearer, service_app, task_id_from_hex, read_body, read_signed_body
+from .periodic import PeriodicThread
 from .retention import analyzer_purge_before, refused_time_limit
 from .storage import (analyzer_aggregates, analyzer_batches, analyzer_keys, analyzer_ledger, analyzer_queries,
                       analyzer_report_ids, analyzer_retention, analyzer_tasks, existing_report_ids, insert_report_ids,
@@ -94,8 +95,8 @@ class AnalyzerState:
         self.min_time_precision = min_time_precision
         self.clock = clock or time.time      # injectable (tests); retention and shuffler last contact
         self.retention_every = retention_every
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._retention = PeriodicThread("analyzer-retention", retention_every, self.enforce_retention, log,
+                                         "retention")
         upgrade(self.engine)
         self.admin_token, self.collector_token, self.peer_secret = admin_token, collector_token, peer_secret
         self.write_lock = threading.Lock()   # one writer (SQLite); PostgreSQL relies on constraints too
@@ -223,21 +224,10 @@ class AnalyzerState:
         return {"tasks": out}
 
     def start(self) -> None:
-        if self.retention_every > 0 and self._thread is None:
-            self._thread = threading.Thread(target=self._loop, name="analyzer-retention", daemon=True)
-            self._thread.start()
+        self._retention.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.retention_every):
-            try:
-                self.enforce_retention()
-            except Exception as e:  # keep running; the state is in the DB
-                log.error("retention round failed: %s", type(e).__name__)
+        self._retention.stop()
 
 
 def _statement_json(st: PrivacyStatement) -> dict:

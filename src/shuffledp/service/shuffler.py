@@ -68,6 +68,7 @@ from ..shuffle.shuffler import csprng_permutation
 from .config import TaskConfig
 from .client_auth import ClientTokens, RateLimiter
 from .http_common import Problem, check_bearer, service_app, task_id_from_hex, read_body, sign_request
+from .periodic import PeriodicThread
 from .storage import (delete_pending_digests, insert_ignore, make_engine, move_pending_to_batch, read_connection,
                       shuffler_batch_items, shuffler_batches, shuffler_counters, shuffler_pending, shuffler_tasks,
                       upgrade)
@@ -165,8 +166,7 @@ class ShufflerState:
         self._tasks: dict[bytes, tuple[TaskConfig, str, set[int], set[bytes]]] = {}
         self._indices: dict[bytes, int] = {}
         self._analyzer_keys: dict[tuple[str, tuple[int, ...]], Any] = {}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._batcher = PeriodicThread("shuffler-batcher", tick_seconds if auto else 0.0, self.tick, log, "batcher")
         self.auto = auto
         self.rng = secrets.SystemRandom()
         self.drop_noise = drop_noise  # optional callable(c) -> number of rows to drop (DP random drop)
@@ -786,21 +786,10 @@ class ShufflerState:
 
     # ------------------------------------------------------------------ background loop
     def start(self) -> None:
-        if self.auto and self._thread is None:
-            self._thread = threading.Thread(target=self._loop, name="shuffler-batcher", daemon=True)
-            self._thread.start()
+        self._batcher.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.tick_seconds):
-            try:
-                self.tick()
-            except Exception as e:  # keep running; the state is in the DB
-                log.error("batcher round failed: %s", type(e).__name__)
+        self._batcher.stop()
 
 
 # ---------------------------------------------------------------------- operator commands
