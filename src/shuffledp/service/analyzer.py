@@ -642,7 +642,8 @@ def protocol_estimates(cfg: TaskConfig, rows: list, ledger: list, level: float) 
     by_key: dict[tuple[int, bytes], list] = {}
     for r in ledger:
         by_key.setdefault((int(r.window), bytes(r.crowd_id)), []).append(r)
-    values = var = None
+    values = var = pooled = None
+    labels: tuple | None = None
     kind, n_total, releases, items, waiting = "count", 0, [], [], []
     models: set[str] = set()
     for r in sorted(rows, key=lambda r: (int(r.window), bytes(r.crowd_id))):
@@ -668,9 +669,21 @@ def protocol_estimates(cfg: TaskConfig, rows: list, ledger: list, level: float) 
         info["privacy_statement"] = _statement_json(st)
         releases.append(info)
         v, se = np.asarray(est.values, dtype=np.float64), np.asarray(est.stderr, dtype=np.float64)
-        values = v.copy() if values is None else values + v
-        var = se**2 if var is None else var + se**2
-        kind, n_total = est.kind, n_total + n_w
+        pooled = stat.astype(np.int64) if pooled is None else pooled + stat
+        kind, n_total, labels = est.kind, n_total + n_w, est.labels
+        if labels is None:
+            values = v.copy() if values is None else values + v
+            var = se**2 if var is None else var + se**2
+    if labels is not None and releases:
+        # a discovery (heavy hitters): the items found differ between releases, so totals cannot be
+        # added position by position; the releases' statistics add (one local randomizer, no fakes)
+        # and the items are found once on all of them
+        from ..shuffle.base import Protocol
+        if type(p).shuffler_messages is not Protocol.shuffler_messages:
+            raise Problem(500, "internal", f"{p.name}: cannot combine discoveries from releases with fakes",
+                          cfg.task_id)
+        est = p.estimate(pooled, n_total)
+        values, var, labels = np.asarray(est.values, dtype=np.float64), np.asarray(est.stderr) ** 2, est.labels
     if values is None:
         raise Problem(404, "noData", f"no complete release yet: {len(waiting)} window(s) wait for shufflers "
                       f"{sorted(set(range(p.n_shufflers)) - set(waiting[0]['shufflers_delivered'])) if waiting else []}",
@@ -681,14 +694,20 @@ def protocol_estimates(cfg: TaskConfig, rows: list, ledger: list, level: float) 
         st = single   # one release, one report per user in it: exactly protocol.privacy(n)
     elif len(models) == 1 and math.isfinite(st.eps) and "vacuous" not in st.note:
         st = dataclasses.replace(st, model=models.pop())   # e.g. "central" for a cdp_* protocol
-    est = Estimate(values, np.sqrt(var), n_total, st, kind)
+    est = Estimate(values, np.sqrt(var), n_total, st, kind, labels=labels)
     lo, hi = est.ci(level)
     meets = bool(len(releases) == 1 and st.eps <= p.epsilon and st.delta <= p.delta)
     return {"task_id": cfg.task_id.hex(), "protocol": cfg.protocol, "n": n_total, "kind": est.kind,
+            **({"labels": [_json_label(x) for x in labels]} if labels is not None else {}),
             "estimate": est.values.tolist(), "std_error": est.stderr.tolist(), "ci_level": level,
             "ci_low": lo.tolist(), "ci_high": hi.tolist(), "privacy_statement": _statement_json(st),
             "meets_target": meets, "windows": sorted({r["window"] for r in releases}),
             "client_windows": sorted(per_cw), "batches": len(ledger), "releases": releases, "waiting": waiting}
+
+
+def _json_label(x: Any) -> Any:
+    """An estimate's item label as JSON: numpy scalars become Python numbers, words stay strings."""
+    return x.item() if isinstance(x, np.generic) else x
 
 
 def estimates(state: AnalyzerState, task_id: bytes, crowd: bytes | None = None, from_window: int | None = None,

@@ -68,7 +68,7 @@ def _try_estimates(state: Any, task_id: bytes, **kw: Any) -> tuple[dict | None, 
 def _estimate_view(e: dict) -> dict:
     """The fields of an estimates answer the page draws (no per-release internals)."""
     keys = ("n", "kind", "estimate", "std_error", "ci_level", "ci_low", "ci_high", "privacy_statement",
-            "meets_target", "windows", "client_windows", "batches")
+            "meets_target", "windows", "client_windows", "batches", "labels")
     return {k: e[k] for k in keys if k in e}
 
 
@@ -215,8 +215,9 @@ def export_rows(summary: dict) -> list[dict]:
         [(str(s["window"]), s) for s in summary.get("series", [])]
     for scope, e in scopes:
         st = e["privacy_statement"]
-        for i, v in enumerate(e["estimate"]):
-            rows.append({"task": summary["name"], "window": scope, "item": i, "estimate": v,
+        names = e.get("labels") or range(len(e["estimate"]))   # a discovery names its items
+        for i, (v, item) in enumerate(zip(e["estimate"], names)):
+            rows.append({"task": summary["name"], "window": scope, "item": item, "estimate": v,
                          "std_error": e["std_error"][i], "ci_low": e["ci_low"][i], "ci_high": e["ci_high"][i],
                          "n": e["n"], "eps": st["eps"], "delta": st["delta"], "privacy": st["text"]})
     return rows

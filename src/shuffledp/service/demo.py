@@ -133,7 +133,8 @@ def _wait_until(done: Any, deadline_s: float, failure: Any) -> None:
 def _estimate_fields(est: dict[str, Any]) -> dict[str, Any]:
     """The analyzer's estimate response as the demo's result records it."""
     return {"estimate": est["estimate"], "std_error": est["std_error"], "ci_low": est["ci_low"],
-            "ci_high": est["ci_high"], "privacy_statement": est["privacy_statement"], "n_aggregated": est["n"]}
+            "ci_high": est["ci_high"], "privacy_statement": est["privacy_statement"], "n_aggregated": est["n"],
+            **({"labels": est["labels"]} if "labels" in est else {})}
 
 
 def _zipf_items(n: int, d: int, zipf: float, rng: np.random.Generator) -> np.ndarray:
@@ -306,6 +307,7 @@ def run_protocol_demo(name: str, n: int = 100_000, epsilon: float = 1.0, delta: 
         task_id = bytes.fromhex(created["task_id"])
         http = httpx.Client(timeout=120.0, headers={"user-agent": "shuffledp-sdk/1"})
         cfg, key = fetch_task(http, dep.analyzer.url, task_id)
+        p = cfg.protocol_object()   # the task's protocol: with the public hash seed the analyzer drew
         now = time.time()
         t0 = time.perf_counter()
         k = min(sdk_clients, n)
@@ -341,11 +343,20 @@ def run_protocol_demo(name: str, n: int = 100_000, epsilon: float = 1.0, delta: 
         "n_shufflers": p.n_shufflers, "messages_per_user": p.messages_per_user, "truth": truth.tolist(),
         **_estimate_fields(est), "fake_messages": fakes,
         "max_abs_diff_in_process": float(np.max(np.abs(values - local.values))) if local is not None else None,
-        "max_abs_error": float(np.max(np.abs(values - truth))) if values.shape == truth.shape else None,
+        "max_abs_error": _max_abs_error(values, truth, est.get("labels")),
         "counters": counters, "timings": timings, "total_s": time.perf_counter() - t_start,
     }
     (out / f"{name}.json").write_text(json.dumps(result, indent=1))
     return result
+
+
+def _max_abs_error(values: np.ndarray, truth: np.ndarray, labels: list | None) -> float | None:
+    """Largest |estimate - truth| over the estimated items: the items a discovery names (``labels``,
+    indices into ``truth``), else every item; ``None`` when the shapes do not correspond."""
+    if labels is not None:
+        idx = np.asarray(labels, dtype=np.int64)
+        return float(np.max(np.abs(values - truth[idx]))) if idx.size else None
+    return float(np.max(np.abs(values - truth))) if values.shape == truth.shape else None
 
 
 def _messages_sent(cfg: Any, pts: np.ndarray, route: np.ndarray, sdk_msgs: list[dict], n_shufflers: int) -> dict:

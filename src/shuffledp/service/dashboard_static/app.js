@@ -104,6 +104,9 @@ function renderTasks(tasks) {
   if (!tasks.length) tb.append(h("tr", {}, h("td", {colspan: 7, class: "muted"}, "no tasks")));
 }
 
+// an item's name: its label where the estimate names its items (a discovery), else its index
+function itemName(e, i) { return e.labels ? String(e.labels[i]) : String(i); }
+
 function barChart(e) {
   const d = Math.min(e.estimate.length, MAX_BARS);
   const W = 640, H = 240, L = 48, R = 8, T = 10, B = 26;
@@ -123,16 +126,16 @@ function barChart(e) {
   const step = Math.ceil(d / 16);
   for (let i = 0; i < d; i++) {
     const v = e.estimate[i], x = L + i * bw;
-    const data = {"data-item": String(i), "data-value": String(v), "data-low": String(e.ci_low[i]),
+    const data = {"data-item": itemName(e, i), "data-value": String(v), "data-low": String(e.ci_low[i]),
                   "data-high": String(e.ci_high[i])};
     svg.append(s("rect", {class: "bar", x: x + bw * 0.15, width: bw * 0.7, y: Math.min(y(v), y(0)),
                           height: Math.abs(y(v) - y(0)), ...data},
-                 s("title", {}, `item ${i}: ${fmt(v)} [${fmt(e.ci_low[i])}, ${fmt(e.ci_high[i])}]`)));
+                 s("title", {}, `item ${itemName(e, i)}: ${fmt(v)} [${fmt(e.ci_low[i])}, ${fmt(e.ci_high[i])}]`)));
     const cx = x + bw / 2, cap = Math.min(6, bw * 0.3);
     svg.append(s("line", {class: "ci", x1: cx, x2: cx, y1: y(e.ci_low[i]), y2: y(e.ci_high[i]), ...data}),
                s("line", {class: "ci cap", x1: cx - cap, x2: cx + cap, y1: y(e.ci_low[i]), y2: y(e.ci_low[i])}),
                s("line", {class: "ci cap", x1: cx - cap, x2: cx + cap, y1: y(e.ci_high[i]), y2: y(e.ci_high[i])}));
-    if (i % step === 0) svg.append(s("text", {x: cx, y: H - B + 14, "text-anchor": "middle"}, String(i)));
+    if (i % step === 0) svg.append(s("text", {x: cx, y: H - B + 14, "text-anchor": "middle"}, itemName(e, i)));
   }
   return svg;
 }
@@ -144,8 +147,8 @@ function topTable(e) {
     h("thead", {}, h("tr", {}, many ? h("th", {}, "item") : null, h("th", {class: "num"}, "estimate"),
       h("th", {class: "num"}, "std err"), h("th", {class: "num"}, `${Math.round(100 * e.ci_level)}% interval`),
       h("th", {}, "privacy"))),
-    h("tbody", {}, order.map(i => h("tr", {"data-item": String(i), "data-value": String(e.estimate[i])},
-      many ? h("td", {}, "item " + i) : null, h("td", {class: "num"}, fmt(e.estimate[i])),
+    h("tbody", {}, order.map(i => h("tr", {"data-item": itemName(e, i), "data-value": String(e.estimate[i])},
+      many ? h("td", {}, "item " + itemName(e, i)) : null, h("td", {class: "num"}, fmt(e.estimate[i])),
       h("td", {class: "num"}, fmt(e.std_error[i])),
       h("td", {class: "num"}, `[${fmt(e.ci_low[i])}, ${fmt(e.ci_high[i])}]`),
       h("td", {class: "muted"}, epsText(e.privacy_statement)))))));
@@ -284,7 +287,10 @@ function renderTask(t) {
   } else {
     est.append(h("p", {class: "muted no-estimate"}, t.estimate_error || "no estimate yet"));
   }
-  if (t.series && t.series.length > 1) {
+  if (e && e.labels && t.series && t.series.length > 1) {
+    est.append(h("p", {class: "muted series-note"}, "no series across windows: each window's release finds " +
+                 "its own items (the estimate above finds them on all windows' reports); per-window rows are in the CSV"));
+  } else if (t.series && t.series.length > 1) {
     const item = e ? e.estimate.indexOf(Math.max(...e.estimate)) : 0;
     est.append(h("h3", {}, e && e.estimate.length > 1 ? `item ${item} across windows` : "across windows"),
                seriesChart(t.series, item),
