@@ -100,6 +100,8 @@ def bincount_device(idx: Any, length: int, device: str, weights: Any = None,
     torch = torch_module()
     dev = torch_device(device)
     flat = np.asarray(idx).reshape(-1)
+    if flat.dtype.kind == "u" and flat.dtype.itemsize > 1:  # PyTorch < 2.3 has no uint16/32/64 tensors
+        flat = flat.astype(np.int64)
     w = None if weights is None else np.asarray(weights).reshape(-1)
     out = torch.zeros(int(length), dtype=torch.int64, device=dev)
     step = cell_budget(device, max_cells)
@@ -197,14 +199,19 @@ def table_query_device(G: Any, family: Any, device: str, max_cells: int | None =
     return out.cpu().numpy()
 
 
-def row_hash_counts_add(U: Any, h: Callable[[Any, Any], Any], xs: np.ndarray, split: np.ndarray, m: int) -> Any:
+def row_hash_counts_add(U: Any, h: Callable[[Any, Any], Any], xs: np.ndarray, split: np.ndarray, m: int,
+                        max_cells: int | None = None) -> Any:
     """Add ``split[i, j]`` users at cell ``(j, h_j(xs[i]))`` of the flat ``(k m)`` int64 tensor ``U``
     (``h`` from :func:`hash_on_device`, on ``U``'s device); returns ``U``. Integer ``index_add_``:
-    the numpy path's ``rint(bincount(weights=...))`` of the same integers (exact below ``2^53``)."""
+    the numpy path's ``rint(bincount(weights=...))`` of the same integers (exact below ``2^53``).
+    Items go in chunks of at most ``max_cells`` (item, hash index) cells."""
     torch = torch_module()
     dev = U.device
-    j = torch.arange(split.shape[1], dtype=torch.int64, device=dev)[None, :]
-    x = _tensor(torch, np.asarray(xs, dtype=np.int64), dev)[:, None]
-    cell = j * m + h(j, x)
-    U.index_add_(0, cell.reshape(-1), _tensor(torch, np.asarray(split, dtype=np.int64), dev).reshape(-1))
+    k = split.shape[1]
+    j = torch.arange(k, dtype=torch.int64, device=dev)[None, :]
+    per = max(1, cell_budget("torch-cpu" if dev.type == "cpu" else "cuda", max_cells) // max(1, k))
+    for lo in range(0, xs.shape[0], per):  # chunks of items
+        x = _tensor(torch, np.asarray(xs[lo:lo + per], dtype=np.int64), dev)[:, None]
+        cell = j * m + h(j, x)
+        U.index_add_(0, cell.reshape(-1), _tensor(torch, np.asarray(split[lo:lo + per], dtype=np.int64), dev).reshape(-1))
     return U
