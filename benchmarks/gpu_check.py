@@ -15,7 +15,7 @@
    for HR and SS, a 2^12-cell budget per temporary), then the heavy step of each timed on both (numpy once, CUDA best of
    ``--reps`` after a warm-up): HR's estimate (Walsh-Hadamard transform) at d = 2^24, HCMS's
    estimate (k = 256 transforms and the sketch query over d = 2^20 items), SS's aggregate at
-   d = 2^14, HR's aggregate of 10^7 reports. ``--skip-lh`` runs only this part.
+   d = 2^14, CMS's aggregate of 10^6 reports (m = 1024 bits each), HR's aggregate of 10^7 reports. ``--skip-lh`` runs only this part.
 
 Prints a Markdown block to paste into docs/large-domain.md with the device name. ``--device
 torch-cpu --small`` is a dry run of the script on CPU tensors (no GPU needed).
@@ -179,6 +179,10 @@ def oracle_part(args, dev, name, sync, rng) -> int:
     ss = {dv: frequency_oracle("ss", args.epsilon, ss_d, device=dv) for dv in ("cpu", dev)}
     sr = ss["cpu"].randomize(rng.integers(0, ss_d, 20000), rng)
     rows.append((f"ss aggregate (d={ss_d}, omega={ss['cpu'].omega}, n=2e4)", sr, lambda m: m.aggregate(sr), ss))
+    cms_n = 10**5 if args.small else 10**6
+    cm = {dv: frequency_oracle("cms", args.epsilon, 1 << 16, hash_seed=3, device=dv) for dv in ("cpu", dev)}
+    cr = cm["cpu"].randomize(rng.integers(0, 1 << 16, cms_n), rng)
+    rows.append((f"cms aggregate (n={cms_n:.0e}, k=256, m=1024)", cr, lambda m: m.aggregate(cr), cm))
     hr_n = 10**6 if args.small else 10**7
     hra = {dv: frequency_oracle("hr", args.epsilon, 1 << 16, device=dv) for dv in ("cpu", dev)}
     yr = hra["cpu"].randomize(rng.integers(0, 1 << 16, hr_n), rng)

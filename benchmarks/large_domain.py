@@ -65,7 +65,7 @@ def _torch(device: str):
 ORACLE_CASES: dict[str, list[tuple[int, int, tuple[str, ...]]]] = {
     "hr": [(16, 10**6, ("aggregate", "estimate")), (20, 10**6, ("aggregate", "estimate"))],
     "hcms": [(16, 10**6, ("aggregate", "estimate", "simulate")), (20, 10**6, ("aggregate", "estimate", "simulate"))],
-    "cms": [(16, 10**5, ("estimate", "simulate")), (20, 10**5, ("estimate", "simulate"))],
+    "cms": [(16, 10**5, ("aggregate", "estimate", "simulate")), (20, 10**5, ("aggregate", "estimate", "simulate"))],
     "ss": [(12, 10**5, ("aggregate",)), (14, 2 * 10**4, ("aggregate",))],
 }
 

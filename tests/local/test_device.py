@@ -13,11 +13,16 @@ from shuffledp.core import ValidationError
 from shuffledp.local import frequency_oracle
 from shuffledp.local.hadamard import fwht
 from shuffledp.local.registry import device_oracles
-from shuffledp.local.sketch import ExplicitHashFamily, TabulationHashFamily
+from shuffledp.local.sketch import ExplicitHashFamily, TabulationHashFamily, grouped_bit_sums
 
 torch = pytest.importorskip("torch")
 from shuffledp.local import _device  # noqa: E402
-from shuffledp.local._device import bincount_device, fwht_device, table_query_device  # noqa: E402
+from shuffledp.local._device import (  # noqa: E402
+    bincount_device,
+    fwht_device,
+    grouped_bit_sums_device,
+    table_query_device,
+)
 
 CELLS = st.sampled_from([1, 3, 97, None])  # None: the default budget (one chunk at these sizes)
 
@@ -80,8 +85,8 @@ def test_hcms_torch_cpu_bit_identical(d, eps, k, log_m, n, cells, explicit, seed
 @settings(max_examples=25, deadline=None)
 @given(d=st.integers(2, 400), eps=st.floats(0.2, 6.0), k=st.integers(1, 30), m=st.integers(2, 70),
        n=st.integers(0, 300), cells=CELLS, seed=st.integers(0, 2**32 - 1))
-def test_cms_query_and_simulation_torch_cpu_bit_identical(d, eps, k, m, n, cells, seed):
-    """CMS: the estimate's sketch query and the simulation's hash counts run on the device."""
+def test_cms_torch_cpu_bit_identical(d, eps, k, m, n, cells, seed):
+    """CMS: the bit sums of aggregate, the estimate's sketch query and the simulation's hash counts."""
     rng = np.random.default_rng(seed)
     cpu = frequency_oracle("cms", eps, d, k=k, m=m, hash_seed=seed)
     dev = frequency_oracle("cms", eps, d, k=k, m=m, hash_seed=seed, device="torch-cpu")
@@ -100,6 +105,18 @@ def test_subset_selection_torch_cpu_bit_identical(d, eps, omega, n, cells, seed)
     assert dev.item_dtype == cpu.item_dtype
     with _budget(cells):
         _check_pair(cpu, dev, n, rng, seed)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(0, 300), groups=st.integers(1, 9), n_bits=st.integers(1, 40), cells=CELLS,
+       seed=st.integers(0, 2**32 - 1))
+def test_grouped_bit_sums_device_equals_numpy(n, groups, n_bits, cells, seed):
+    """Unpacked on the device in the numpy layout (bit c mod 8 of byte c // 8), padding bits ignored."""
+    rng = np.random.default_rng(seed)
+    packed = rng.integers(0, 256, (n, (n_bits + 7) // 8), dtype=np.uint8)
+    g = rng.integers(0, groups, n)
+    want = grouped_bit_sums(packed, g, groups, n_bits)
+    _same(grouped_bit_sums_device(packed, g, groups, n_bits, "torch-cpu", max_cells=cells), want)
 
 
 def test_large_query_many_chunks_and_int32_items(rng):

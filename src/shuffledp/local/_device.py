@@ -21,7 +21,7 @@ import numpy as np
 from ..core.errors import ValidationError
 
 __all__ = ["DEVICE_CELLS", "CPU_TENSOR_CELLS", "cell_budget", "resolve_device", "torch_module", "torch_device", "bincount_device", "fwht_device",
-           "hash_on_device", "table_query_device", "row_hash_counts_add"]
+           "hash_on_device", "table_query_device", "row_hash_counts_add", "grouped_bit_sums_device"]
 
 #: Default int64 cells per device temporary on a GPU (128 MiB).
 DEVICE_CELLS = 1 << 24
@@ -177,7 +177,7 @@ def hash_on_device(family: Any, device: str) -> Callable[[Any, Any], Any]:
 def table_query_device(G: Any, family: Any, device: str, max_cells: int | None = None) -> np.ndarray:
     """``sum_l G[l, h_l(x)]`` for every item ``x`` of the family's domain, int64, on ``device``.
 
-    ``G`` is a ``(k, m)`` integer matrix (numpy or a tensor already on the device). Chunks of items
+    ``G`` is a ``(k, m)`` integer matrix. Chunks of items
     keep the ``(k, items)`` hash and gather temporaries within ``max_cells``. The numpy path
     (:meth:`~shuffledp.local.sketch.HashFamily.query`) sums the same integers in float64; every
     partial sum there is an integer below ``2^53`` in magnitude whenever ``sum |G| < 2^53`` (the
@@ -185,7 +185,7 @@ def table_query_device(G: Any, family: Any, device: str, max_cells: int | None =
     """
     torch = torch_module()
     dev = torch_device(device)
-    Gt = G if isinstance(G, torch.Tensor) else _tensor(torch, np.asarray(G, dtype=np.int64), dev)
+    Gt = _tensor(torch, np.asarray(G, dtype=np.int64), dev)
     k, m = Gt.shape
     h = hash_on_device(family, device)
     d = int(family.d)
@@ -215,3 +215,31 @@ def row_hash_counts_add(U: Any, h: Callable[[Any, Any], Any], xs: np.ndarray, sp
         cell = j * m + h(j, x)
         U.index_add_(0, cell.reshape(-1), _tensor(torch, np.asarray(split[lo:lo + per], dtype=np.int64), dev).reshape(-1))
     return U
+
+
+def grouped_bit_sums_device(packed: np.ndarray, groups: np.ndarray, n_groups: int, n_bits: int, device: str,
+                            max_cells: int | None = None) -> np.ndarray:
+    """Ones per (group, bit column) of bit-packed rows on ``device``: the int64 ``(n_groups, n_bits)`` of
+    :func:`shuffledp.local.sketch.grouped_bit_sums` (column ``c`` is bit ``c mod 8`` of byte ``c // 8``).
+
+    The rows travel as their bytes, in chunks of at most ``max_cells`` (row, column) cells; each
+    chunk is unpacked on the device and added to its groups' rows with ``index_add_`` (exact).
+    """
+    torch = torch_module()
+    dev = torch_device(device)
+    packed = np.asarray(packed)
+    g = np.asarray(groups, dtype=np.int64)
+    n, nb = packed.shape
+    if n and (int(g.min()) < 0 or int(g.max()) >= n_groups):
+        raise ValidationError(f"groups must lie in [0, {n_groups})", parameter="groups")
+    out = torch.zeros((n_groups, n_bits), dtype=torch.int64, device=dev)
+    shifts = torch.arange(8, dtype=torch.uint8, device=dev)
+    per = max(1, min(cell_budget(device, max_cells) // max(1, nb * 8), (1 << 31) - 1))
+    for lo in range(0, n, per):  # chunks of rows
+        rows = _tensor(torch, packed[lo:lo + per], dev)
+        bits = ((rows[:, :, None] >> shifts) & 1).reshape(rows.shape[0], nb * 8)[:, :n_bits]
+        # int32 within a chunk (a count <= the chunk's rows < 2^31), int64 across chunks
+        part = torch.zeros((n_groups, n_bits), dtype=torch.int32, device=dev)
+        part.index_add_(0, _tensor(torch, g[lo:lo + per], dev), bits.to(torch.int32))
+        out += part
+    return out.cpu().numpy()

@@ -71,10 +71,11 @@ class CountMeanSketch(CountMeanSketchBase):
         of the hash family, variance with the hash-collision term. ``"exact"``: ``Pi^{-1} T`` with the
         family's collision matrix, unbiased for this fixed family (``d <= 4096``, ``k m >= d``).
     device, device_fallback : str, bool
-        Where the estimate's sketch query over the ``d`` items and the hash counts of
-        :meth:`simulate_statistic` run: ``'cpu'`` (numpy, default), ``'torch-cpu'`` or ``'cuda[:N]'``
-        (PyTorch; integer sums, bit-identical estimates). :meth:`aggregate` (bit-packed column sums)
-        stays on numpy. ``device_fallback``: an unavailable CUDA device runs on the CPU instead of raising.
+        Where :meth:`aggregate` (the ``n m`` report bits summed per hash index and column), the
+        estimate's sketch query over the ``d`` items and the hash counts of :meth:`simulate_statistic`
+        run: ``'cpu'`` (numpy, default), ``'torch-cpu'`` or ``'cuda[:N]'`` (PyTorch; integer sums,
+        bit-identical statistics and estimates). ``device_fallback``: an unavailable CUDA device runs
+        on the CPU instead of raising.
     """
 
     name = "cms"
@@ -147,7 +148,12 @@ class CountMeanSketch(CountMeanSketchBase):
         """``(k, m+1)`` int64: +1 bits per (hash index, column), and users per hash index last."""
         j = np.asarray(reports["j"]).astype(np.int64, copy=False)
         out = np.empty((self.k, self.m + 1), dtype=np.int64)
-        out[:, :self.m] = grouped_bit_sums(reports["bits"], j, self.k, self.m)
+        if self.device != "cpu":
+            from ._device import grouped_bit_sums_device
+
+            out[:, :self.m] = grouped_bit_sums_device(reports["bits"], j, self.k, self.m, self.device)
+        else:
+            out[:, :self.m] = grouped_bit_sums(reports["bits"], j, self.k, self.m)
         out[:, self.m] = np.bincount(j, minlength=self.k)
         return out
 
