@@ -1,7 +1,15 @@
-"""Large-domain local-hashing aggregation: numpy before, numpy progressions, PyTorch (CPU / GPU).
+"""Large-domain aggregation: local hashing (numpy before, numpy progressions, PyTorch) and the device
+backend of HR, HCMS, CMS and subset selection (numpy vs PyTorch on CPU tensors / a GPU).
 
     PYTHONPATH=src python benchmarks/large_domain.py
     PYTHONPATH=src python benchmarks/large_domain.py --d-exp 10 12 14 16 18 20 --n 1e5 1e6 --budget 30
+    PYTHONPATH=src python benchmarks/large_domain.py --oracles hr hcms cms ss   # only the second table
+
+Second table (``--oracles NAME ...`` prints it instead of the first): for each oracle and
+size of :data:`ORACLE_CASES`, the seconds of each server-side step (``aggregate`` of one batch,
+``estimate``, ``simulate_statistic`` where it has a device part) with ``device='cpu'`` (numpy),
+``'torch-cpu'`` and ``'cuda'`` when visible, best of ``--reps``; every device's output is checked
+equal to numpy's byte for byte (``identical``).
 
 For each domain size ``d = 2^k`` and number of reports ``n`` (OLH, ``--epsilon``, default 1), times
 the support counts of one batch of reports, best of ``--reps``:
@@ -53,6 +61,54 @@ def _torch(device: str):
     return run
 
 
+#: oracle -> [(log2 d, n, steps)] of the second table; n = reports aggregated (and users simulated)
+ORACLE_CASES: dict[str, list[tuple[int, int, tuple[str, ...]]]] = {
+    "hr": [(16, 10**6, ("aggregate", "estimate")), (20, 10**6, ("aggregate", "estimate"))],
+    "hcms": [(16, 10**6, ("aggregate", "estimate", "simulate")), (20, 10**6, ("aggregate", "estimate", "simulate"))],
+    "cms": [(16, 10**5, ("aggregate", "estimate", "simulate")), (20, 10**5, ("aggregate", "estimate", "simulate"))],
+    "ss": [(12, 10**5, ("aggregate",)), (14, 2 * 10**4, ("aggregate",))],
+}
+
+
+def oracle_table(oracles: list[str], devices: list[str], reps: int, epsilon: float = 1.0) -> None:
+    """Print the second table: numpy vs the device backend, step by step, outputs checked identical."""
+    from shuffledp.local import frequency_oracle
+
+    rng = np.random.default_rng(20261127)
+    print(f"| oracle | d | n | step | {' | '.join(devices)} | identical |")
+    print("|---" * (len(devices) + 5) + "|")
+    for name in oracles:
+        for k, n, steps in ORACLE_CASES[name]:
+            d = 1 << k
+            params = {"hash_seed": 1} if name in ("cms", "hcms") else {}
+            mechs = {dev: frequency_oracle(name, epsilon, d, device=dev, **params) for dev in devices}
+            ref = mechs["cpu"]
+            values = rng.integers(0, d, n)
+            reports = ref.randomize(values, rng) if {"aggregate", "estimate"} & set(steps) else None
+            stat = ref.aggregate(reports) if reports is not None else None
+            counts = np.bincount(values, minlength=d)
+            for step in steps:
+                row, outs = [], {}
+                for dev, m in mechs.items():
+                    def run(m=m):
+                        if step == "aggregate":
+                            return m.aggregate(reports)
+                        if step == "estimate":
+                            e = m.estimate(stat, n)
+                            return np.concatenate([e.values, e.stderr])
+                        return m.simulate_statistic(counts, np.random.default_rng(5))
+                    best = math.inf
+                    for _ in range(reps):
+                        t = time.perf_counter()
+                        outs[dev] = run()
+                        best = min(best, time.perf_counter() - t)
+                    row.append(f"{best:.3f}")
+                same = all(o.dtype == outs["cpu"].dtype and o.tobytes() == outs["cpu"].tobytes() for o in outs.values())
+                print(f"| {name} | 2^{k} | {n:.0e} | {step} | {' | '.join(row)} | {'yes' if same else 'NO'} |",
+                      flush=True)
+                assert same, f"{name} {step} differs between devices at d=2^{k}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--d-exp", type=int, nargs="+", default=[10, 12, 14, 16, 18, 20])
@@ -61,7 +117,22 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=20.0, help="seconds per timed run before subsampling")
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--oracles", nargs="+", default=None, choices=list(ORACLE_CASES),
+                    help="print the second table (these oracles) instead of the first")
+    ap.add_argument("--torch-threads", type=int, default=None,
+                    help="torch.set_num_threads for the CPU-tensor runs (1 avoids oversubscribing a loaded machine)")
     args = ap.parse_args()
+    if args.torch_threads:
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
+    if args.oracles:
+        import torch
+
+        devices = ["cpu", "torch-cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+        oracle_table(args.oracles, devices, args.reps, args.epsilon)
+        print(f"\nload average: {os.getloadavg()}, cpus: {os.cpu_count()}")
+        return
     methods: dict = {"before": (_before, _before_cells),
                      "progressions": (lambda m, r: m.support_counts_progressions(r),
                                       lambda n, P, d, g: progression_cost(n, P, g))}

@@ -231,8 +231,8 @@ def simulate(
     out: Path | None = typer.Option(None, "--out", help="write the round's reports as a Parquet archive folder "
                                                         "(one file per chunk) instead; estimate it with "
                                                         "`shuffledp aggregate`"),
-    device: str = typer.Option("cpu", help="where local hashing (olh, blh) aggregates: cpu (numpy), "
-                                           "torch-cpu, cuda or cuda:N (PyTorch; extra shuffledp[gpu])"),
+    device: str = typer.Option("cpu", help="where olh, blh, hr, ss, cms and hcms aggregate and estimate: cpu "
+                                           "(numpy), torch-cpu, cuda or cuda:N (PyTorch; extra shuffledp[gpu])"),
     device_fallback: bool = typer.Option(False, "--device-fallback",
                                          help="with --device cuda and no GPU, aggregate on the CPU instead of failing"),
 ) -> None:
@@ -241,8 +241,10 @@ def simulate(
 
     try:
         if device.strip().lower() != "cpu" or device_fallback:
-            if mechanism not in ("olh", "blh"):
-                fail(f"--device applies to the local-hashing oracles olh and blh, not {mechanism!r}")
+            from .local.registry import device_oracles
+
+            if mechanism not in device_oracles():
+                fail(f"--device applies to the oracles {', '.join(device_oracles())}, not {mechanism!r}")
             if out is not None:
                 fail("--device applies to aggregation; --out only writes reports (aggregate them later)")
         if out is not None:
@@ -289,7 +291,7 @@ def _simulate(mechanism: str, epsilon: float, d: int, n: int, zipf: float, top: 
     # the sketches draw their hash family per construction unless given one: a simulation takes it
     # from --seed so the same command gives the same numbers
     family: dict[str, Any] = {"hash_seed": seed} if mechanism in ("cms", "hcms") else {}
-    if mechanism in ("olh", "blh"):
+    if device.strip().lower() != "cpu" or device_fallback:  # an oracle of device_oracles(), checked above
         family.update(device=device, device_fallback=device_fallback)
     mech = frequency_oracle(mechanism, epsilon, d, **family)
     rng = np.random.default_rng(seed)

@@ -1,5 +1,5 @@
-"""``aggregate --device`` and ``--each``. Local-hashing archives counted with PyTorch give the numpy counts, on
-every engine; other archives and a missing GPU are one clear error."""
+"""``aggregate --device`` and ``--each``. Archives of the device oracles (OLH, HR, SS, CMS, HCMS) counted with
+PyTorch give the numpy counts and estimates, on every engine; other archives and a missing GPU are one clear error."""
 
 from __future__ import annotations
 
@@ -36,14 +36,28 @@ def test_torch_cpu_counts_equal_numpy_on_local_and_dask(archives, dask_engine) -
         np.testing.assert_array_equal(e.values, est.values)
 
 
+@pytest.mark.parametrize("oracle,extra", [("hr", {}), ("ss", {}), ("hcms", {"oracle_params": {"hash_seed": 5, "k": 32}}),
+                                          ("cms", {"oracle_params": {"hash_seed": 5, "k": 32, "m": 64}})])
+def test_torch_cpu_other_oracles_equal_numpy(tmp_path, oracle, extra, dask_engine) -> None:
+    pytest.importorskip("torch")
+    simulate_archive("ldp_oracle", tmp_path / oracle, epsilon=2.0, delta=0.0, n=3000,
+                     params={"d": 200, "oracle": oracle, **extra}, seed=4, partitions=2)
+    _, ref, est = aggregate_archives([tmp_path / oracle])
+    for eng in (None, dask_engine):
+        info, stat, e = aggregate_archives([tmp_path / oracle], eng, device="torch-cpu")
+        assert info.protocol.oracle.device == "torch-cpu"
+        assert stat.dtype == ref.dtype and stat.tobytes() == ref.tobytes()
+        assert e.values.tobytes() == est.values.tobytes() and e.stderr.tobytes() == est.stderr.tobytes()
+
+
 def test_device_refusals(archives) -> None:
-    with pytest.raises(ValidationError, match="local hashing") as e:
+    with pytest.raises(ValidationError, match="ldp_oracle archives of blh, cms, hcms, hr, olh, ss") as e:
         aggregate_archives([archives / "krr"], device="torch-cpu")
     assert e.value.parameter == "device"
     with pytest.raises(ValidationError, match="device must be"):
         aggregate_archives([archives / "olh"], device="tpu")
     res = CliRunner().invoke(app, ["aggregate", str(archives / "krr"), "--device", "torch-cpu"])
-    assert res.exit_code == 2 and "Traceback" not in res.output and "local hashing" in res.output
+    assert res.exit_code == 2 and "Traceback" not in res.output and "ldp_oracle archives" in res.output
 
 
 def test_missing_gpu_fails_or_falls_back_when_asked(archives) -> None:

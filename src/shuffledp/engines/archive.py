@@ -479,19 +479,20 @@ def open_releases(groups: Sequence[Sequence[str | Path]], device: str | None = N
 
 
 def set_aggregation_device(protocol: Protocol, device: str, fallback: bool = False) -> str:
-    """Count a local-hashing archive's support on ``device`` (``'cpu'``, ``'torch-cpu'``, ``'cuda[:N]'``).
+    """Aggregate an ``ldp_oracle`` archive's reports on ``device`` (``'cpu'``, ``'torch-cpu'``, ``'cuda[:N]'``).
 
-    Applies to ``ldp_oracle`` archives of OLH/BLH (:class:`~shuffledp.local.hashing.LocalHashing`
-    ``device``); every device gives the same integers. The device is checked where this runs (the
-    driver): a missing GPU is a ValidationError naming ``device`` unless ``fallback``, which
-    counts on the CPU. Engines ship the protocol, device included, to their workers.
+    Applies to the oracles that take ``device`` (:func:`~shuffledp.local.registry.device_oracles`:
+    OLH, BLH, HR, SS, CMS, HCMS); every device gives the same integers and estimates. The device
+    is checked where this runs (the driver): a missing GPU is a ValidationError naming ``device``
+    unless ``fallback``, which counts on the CPU. Engines ship the protocol, device included, to
+    their workers.
     """
-    from ..local._lh_torch import resolve_device
-    from ..local.hashing import LocalHashing
+    from ..local._device import resolve_device
+    from ..local.registry import device_oracles
 
     oracle = getattr(protocol, "oracle", None)
-    if not isinstance(oracle, LocalHashing):
-        raise ValidationError(f"device applies to archives of local hashing (ldp_oracle with oracle olh or blh), "
+    if oracle is None or not getattr(oracle, "accepts_device", False):
+        raise ValidationError(f"device applies to ldp_oracle archives of {', '.join(device_oracles())}, "
                               f"not {protocol.name!r}" + (f" over {type(oracle).__name__}" if oracle is not None else ""),
                               parameter="device")
     oracle.device = resolve_device(device, fallback)
@@ -501,8 +502,9 @@ def set_aggregation_device(protocol: Protocol, device: str, fallback: bool = Fal
 def aggregate_archives(paths: Sequence[str | Path], engine: Engine | None = None, *, device: str | None = None,
                        device_fallback: bool = False) -> tuple[ArchiveInfo, np.ndarray, Estimate]:
     """Open and check the archive files (all of one archive), aggregate them on ``engine`` (default:
-    in process) and estimate once: ``(info, statistic, estimate)``. ``device`` (local hashing only,
-    see :func:`set_aggregation_device`) picks where each partition's support counts are computed."""
+    in process) and estimate once: ``(info, statistic, estimate)``. ``device`` (the oracles of
+    :func:`set_aggregation_device`) picks where each partition is counted and the estimate's integer
+    steps run."""
     return estimate_opened(open_releases([paths], device, device_fallback), engine)[0]
 
 

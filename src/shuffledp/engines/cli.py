@@ -103,8 +103,8 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
         out: Path | None = typer.Option(None, "--out", help="also write the JSON release to this file "
                                                             "(written whole or not at all)"),
         top: int = typer.Option(10, parser=count(1), help="rows to show (largest estimates)"),
-        device: str = typer.Option("cpu", help="where local hashing (olh, blh archives) counts: cpu (numpy), "
-                                               "torch-cpu or cuda[:N] (PyTorch, the gpu extra); same counts"),
+        device: str = typer.Option("cpu", help="where olh, blh, hr, ss, cms and hcms archives are counted: cpu "
+                                               "(numpy), torch-cpu or cuda[:N] (PyTorch, the gpu extra); same counts"),
         device_fallback: bool = typer.Option(False, "--device-fallback",
                                              help="with --device cuda and no GPU, count on the CPU instead of failing"),
         each: bool = typer.Option(False, "--each", help="every PATH is its own archive (e.g. the releases an "

@@ -18,55 +18,10 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import ValidationError
+from ._device import DEVICE_CELLS, resolve_device, torch_module
 from ._lh_progressions import _DENSE_FACTOR, MAX_TABLE_PRIME, log_tables
 
 __all__ = ["resolve_device", "support_counts_torch", "DEVICE_CELLS"]
-
-#: Default int64 cells per device temporary (128 MiB).
-DEVICE_CELLS = 1 << 24
-
-
-def _torch() -> Any:
-    try:
-        import torch
-    except ImportError as e:  # pragma: no cover - exercised only without torch
-        raise ValidationError("device other than 'cpu' needs PyTorch: pip install 'shuffledp[gpu]' "
-                              "(or torch>=2.2)", parameter="device") from e
-    return torch
-
-
-def resolve_device(device: str, fallback: bool = False) -> str:
-    """Check a device name: ``'cpu'`` (numpy), ``'torch-cpu'`` (PyTorch on CPU tensors) or
-    ``'cuda'`` / ``'cuda:N'`` (PyTorch on a GPU).
-
-    A CUDA device that is not available raises a :class:`ValidationError` naming ``device``,
-    unless ``fallback`` is true: then the numpy CPU path (``'cpu'``) is returned.
-    """
-    if not isinstance(device, str):
-        raise ValidationError(f"device must be 'cpu', 'torch-cpu' or 'cuda[:N]', got {device!r}", parameter="device")
-    name = device.strip().lower()
-    if name == "cpu":
-        return "cpu"
-    if name == "torch-cpu":
-        _torch()
-        return "torch-cpu"
-    if name == "cuda" or (name.startswith("cuda:") and name[5:].isdigit()):
-        try:
-            torch = _torch()
-            ok = torch.cuda.is_available() and (name == "cuda" or int(name[5:]) < torch.cuda.device_count())
-        except ValidationError:
-            if fallback:
-                return "cpu"
-            raise
-        if ok:
-            return name
-        if fallback:
-            return "cpu"
-        raise ValidationError(f"device {device!r} requested but no CUDA GPU is available to PyTorch "
-                              "(torch.cuda.is_available() is False); use device='cpu', or allow the CPU "
-                              "fallback (device_fallback=True, CLI --device-fallback)", parameter="device")
-    raise ValidationError(f"device must be 'cpu', 'torch-cpu' or 'cuda[:N]', got {device!r}", parameter="device")
-
 
 def support_counts_torch(seeds: np.ndarray, y: np.ndarray, prime: int, g: int, d: int, device: str = "torch-cpu",
                          max_cells: int = DEVICE_CELLS) -> np.ndarray:
@@ -76,7 +31,7 @@ def support_counts_torch(seeds: np.ndarray, y: np.ndarray, prime: int, g: int, d
     ``device`` is ``'torch-cpu'`` or a CUDA device name. Returns an int64 numpy array identical to
     :meth:`~shuffledp.local.hashing.LocalHashing.support_counts_direct`.
     """
-    torch = _torch()
+    torch = torch_module()
     P, order = int(prime), int(prime) - 1
     if P > MAX_TABLE_PRIME or P < 3:
         raise ValidationError(f"prime must be in [3, {MAX_TABLE_PRIME}] for the tensor backend, got {P}",

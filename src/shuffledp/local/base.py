@@ -366,6 +366,12 @@ class FrequencyOracle(LocalRandomizer[Estimate]):
     fraction is ``value``.
     """
 
+    #: whether the constructor takes ``device`` / ``device_fallback`` (where the server-side
+    #: aggregation and estimation run; :func:`shuffledp.local._device.resolve_device`)
+    accepts_device: ClassVar[bool] = False
+    #: where the server-side work runs: ``'cpu'`` (numpy), ``'torch-cpu'`` or ``'cuda[:N]'`` (PyTorch)
+    device: str = "cpu"
+
     def __init__(self, epsilon: float, d: int) -> None:
         super().__init__(epsilon)
         self.d = check_domain_size(d)

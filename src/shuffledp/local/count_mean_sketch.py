@@ -70,13 +70,20 @@ class CountMeanSketch(CountMeanSketchBase):
         ``"family"`` (default): the paper's estimator ``m/(m-1) (T - n/m)``, unbiased over the draw
         of the hash family, variance with the hash-collision term. ``"exact"``: ``Pi^{-1} T`` with the
         family's collision matrix, unbiased for this fixed family (``d <= 4096``, ``k m >= d``).
+    device, device_fallback : str, bool
+        Where :meth:`aggregate` (the ``n m`` report bits summed per hash index and column), the
+        estimate's sketch query over the ``d`` items and the hash counts of :meth:`simulate_statistic`
+        run: ``'cpu'`` (numpy, default), ``'torch-cpu'`` or ``'cuda[:N]'`` (PyTorch; integer sums,
+        bit-identical statistics and estimates). ``device_fallback``: an unavailable CUDA device runs
+        on the CPU instead of raising.
     """
 
     name = "cms"
 
     def __init__(self, epsilon: float, d: int, k: int | None = None, m: int = 1024, hash_seed: int | None = None,
-                 precision: int | None = None, hash_table: Any = None, debias: str = "family") -> None:
-        super().__init__(epsilon, d, k, m, hash_seed, hash_table, debias)
+                 precision: int | None = None, hash_table: Any = None, debias: str = "family", device: str = "cpu",
+                 device_fallback: bool = False) -> None:
+        super().__init__(epsilon, d, k, m, hash_seed, hash_table, debias, device, device_fallback)
         half = self.epsilon / 2.0
         q_ideal = 1.0 / (1.0 + math.exp(half)) if half < 700 else 0.0
         if precision is None:
@@ -141,7 +148,12 @@ class CountMeanSketch(CountMeanSketchBase):
         """``(k, m+1)`` int64: +1 bits per (hash index, column), and users per hash index last."""
         j = np.asarray(reports["j"]).astype(np.int64, copy=False)
         out = np.empty((self.k, self.m + 1), dtype=np.int64)
-        out[:, :self.m] = grouped_bit_sums(reports["bits"], j, self.k, self.m)
+        if self.device != "cpu":
+            from ._device import grouped_bit_sums_device
+
+            out[:, :self.m] = grouped_bit_sums_device(reports["bits"], j, self.k, self.m, self.device)
+        else:
+            out[:, :self.m] = grouped_bit_sums(reports["bits"], j, self.k, self.m)
         out[:, self.m] = np.bincount(j, minlength=self.k)
         return out
 
@@ -172,7 +184,7 @@ class CountMeanSketch(CountMeanSketchBase):
         if total != n:
             raise ValidationError(f"n={n} does not match the {total} reports in the statistic", parameter="n")
         # T(x) = (1/k) sum_l M[l, h_l(x)] = c sum_l S[l, h_l(x)] - (c - 1) n / 2
-        return self.c * self.family.query(stat[:, :self.m]) - (self.c - 1) * n / 2
+        return self.c * self._family_query(stat[:, :self.m]) - (self.c - 1) * n / 2
 
     def _count_variance(self, n: float, f: Any, s2: Any) -> Any:
         m, k, c = self.m, self.k, self.c

@@ -11,6 +11,7 @@ from ..core.errors import ValidationError
 from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
 from ..core.validation import check_int_values
+from ._device import bincount_device, fwht_device, resolve_device
 from .base import FrequencyOracle, Reports, check_n
 from .bits import UNIFORM_PRECISION, calibrate_probability
 
@@ -83,12 +84,21 @@ class HadamardResponse(FrequencyOracle):
     true mass of ``x``'s block), derived from the two probabilities above.
     Cost: O(n) encode, O(n) aggregate (a bincount over K ~ 2d outputs), O(K log b) estimate;
     ``ceil(log2 K)`` bits per report. The bincount dominates.
+
+    ``device`` (``'cpu'``: numpy, default; ``'torch-cpu'``, ``'cuda[:N]'``: PyTorch) is where the
+    output histogram and the estimate's Walsh-Hadamard transform are computed: int64 on every
+    device, so statistics and estimates are bit-identical (``device_fallback``: an unavailable
+    CUDA device counts on the CPU instead of raising). :meth:`simulate_statistic` draws with
+    numpy's generator and does not use it.
     """
 
     name = "hr"
+    accepts_device = True
 
-    def __init__(self, epsilon: float, d: int, variant: str | None = None) -> None:
+    def __init__(self, epsilon: float, d: int, variant: str | None = None, device: str = "cpu",
+                 device_fallback: bool = False) -> None:
         super().__init__(epsilon, d)
+        self.device = resolve_device(device, bool(device_fallback))
         if variant is not None and variant not in _VARIANTS:
             raise ValidationError(f"variant must be None (the smaller variance) or one of {_VARIANTS}, "
                                   f"got {variant!r}", parameter="variant")
@@ -165,6 +175,8 @@ class HadamardResponse(FrequencyOracle):
     # --- analyzer ---------------------------------------------------------------------
     def aggregate(self, reports: Reports) -> np.ndarray:
         """Histogram of the K outputs (mergeable)."""
+        if self.device != "cpu":
+            return bincount_device(reports["y"], self.K, self.device)
         return np.bincount(np.asarray(reports["y"]), minlength=self.K).astype(np.int64)
 
     def _statistic_shape(self) -> tuple[int, ...]:
@@ -176,7 +188,8 @@ class HadamardResponse(FrequencyOracle):
 
     def estimate(self, statistic: np.ndarray, n: int) -> Estimate:
         stat = self._check_statistic(statistic)
-        W = fwht(stat.reshape(self.blocks, self.block_size).astype(np.int64), axis=1)
+        blocks = stat.reshape(self.blocks, self.block_size).astype(np.int64)
+        W = fwht(blocks, axis=1) if self.device == "cpu" else fwht_device(blocks, self.device)
         # W[beta, s] = N(C) - N(block \ C) = 2 N_S - N_blk for row s of block beta.
         f = self.A * W[self._block, self._row] / (n * (self.e - 1))
         fc = np.clip(f, 0.0, 1.0)
@@ -248,5 +261,6 @@ class HadamardResponse(FrequencyOracle):
         return out
 
     def __repr__(self) -> str:
+        dev = "" if self.device == "cpu" else f", device={self.device!r}"
         return (f"HadamardResponse(epsilon={self.epsilon:g}, d={self.d}, variant_used={self.variant_used!r}, "
-                f"B={self.blocks}, b={self.block_size})")
+                f"B={self.blocks}, b={self.block_size}{dev})")

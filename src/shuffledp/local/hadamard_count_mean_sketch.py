@@ -16,6 +16,7 @@ import numpy as np
 from ..core.errors import ValidationError
 from ..core.privacy import PrivacyStatement
 from ..core.validation import check_int_values, check_positive_int
+from ._device import bincount_device, fwht_device
 from .base import Reports
 from .bits import UNIFORM_PRECISION, calibrate_probability
 from .hadamard import fwht
@@ -50,16 +51,24 @@ class HadamardCountMeanSketch(CountMeanSketchBase):
     ----------
     epsilon, d, k, m, hash_seed, hash_table, debias
         As :class:`CountMeanSketch` (``m`` a power of 2).
+    device, device_fallback : str, bool
+        Where :meth:`aggregate` (sign sums per cell), the estimate's ``k`` Walsh-Hadamard
+        transforms and sketch query over the ``d`` items, and the hash counts of
+        :meth:`simulate_statistic` run: ``'cpu'`` (numpy, default), ``'torch-cpu'`` or
+        ``'cuda[:N]'`` (PyTorch). All int64 on the device (the float steps after the query stay
+        on numpy): statistics and estimates are bit-identical. ``device_fallback``: an
+        unavailable CUDA device runs on the CPU instead of raising.
     """
 
     name = "hcms"
 
     def __init__(self, epsilon: float, d: int, k: int | None = None, m: int = 1024, hash_seed: int | None = None,
-                 hash_table: Any = None, debias: str = "family") -> None:
+                 hash_table: Any = None, debias: str = "family", device: str = "cpu",
+                 device_fallback: bool = False) -> None:
         mm = check_positive_int(m, "m", minimum=2)
         if mm & (mm - 1):
             raise ValidationError(f"m must be a power of 2 for HCMS, got {mm}", parameter="m")
-        super().__init__(epsilon, d, k, m, hash_seed, hash_table, debias)
+        super().__init__(epsilon, d, k, m, hash_seed, hash_table, debias, device, device_fallback)
         e = math.exp(self.epsilon) if self.epsilon < 700 else math.inf
         p, self.effective_epsilon = calibrate_probability(1.0 / (1.0 + e), self.epsilon, lambda t: (1 - t) / t, "up")
         #: exact flip probability (a double on the 2^-53 grid)
@@ -105,6 +114,8 @@ class HadamardCountMeanSketch(CountMeanSketchBase):
         l = np.asarray(reports["l"]).astype(np.int64, copy=False)
         w = np.asarray(reports["w"])
         cell = j * self.m + l
+        if self.device != "cpu":
+            return bincount_device(cell, self.k * self.m, self.device, weights=w).reshape(self.k, self.m)
         pos = np.bincount(cell[w > 0], minlength=self.k * self.m)
         tot = np.bincount(cell, minlength=self.k * self.m)
         return (2 * pos - tot).astype(np.int64).reshape(self.k, self.m)
@@ -130,8 +141,8 @@ class HadamardCountMeanSketch(CountMeanSketchBase):
 
     def _query(self, statistic: np.ndarray, n: int) -> np.ndarray:
         stat = self._check_statistic(statistic).astype(np.int64)
-        W = fwht(stat, axis=1)  # exact integers
-        return self.c * self.family.query(W)
+        W = fwht(stat, axis=1) if self.device == "cpu" else fwht_device(stat, self.device)  # exact integers
+        return self.c * self._family_query(W)
 
     def _count_variance(self, n: float, f: Any, s2: Any) -> Any:
         m, k, c = self.m, self.k, self.c

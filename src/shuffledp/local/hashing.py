@@ -146,6 +146,7 @@ class LocalHashing(FrequencyOracle):
     """
 
     name = "lh"
+    accepts_device = True
 
     def __init__(self, epsilon: float, d: int, g: int, prime: int | None = None, device: str = "cpu",
                  device_fallback: bool = False) -> None:

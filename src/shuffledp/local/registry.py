@@ -30,7 +30,8 @@ from ..core.memory import CHECK_FLOOR, available_memory, check_fits, format_byte
 from .base import FrequencyOracle, MeanOracle
 
 __all__ = ["FREQUENCY_ORACLES", "MEAN_ORACLES", "frequency_oracle", "mean_oracle", "check_parameters",
-           "domain_bytes", "check_domain_fits", "run_memory_bytes", "check_batch_fits", "check_run_fits", "check_simulation_fits"]
+           "domain_bytes", "check_domain_fits", "run_memory_bytes", "check_batch_fits", "check_run_fits", "check_simulation_fits",
+           "device_oracles"]
 
 #: name -> "module:ClassName" (relative to shuffledp.local)
 FREQUENCY_ORACLES: dict[str, str] = {
@@ -114,6 +115,13 @@ def frequency_oracle(name: str, epsilon: float | None = None, d: int | None = No
             given[key] = value
     check_parameters(cls, given, f"frequency oracle {name!r}")
     return cls(**given)
+
+
+def device_oracles() -> list[str]:
+    """Names of the frequency oracles that take ``device`` (``FrequencyOracle.accepts_device``):
+    their server-side counting (and the integer steps of their estimate) can run with PyTorch."""
+    return sorted(name for name in FREQUENCY_ORACLES
+                  if getattr(_load(FREQUENCY_ORACLES, name, "frequency oracle"), "accepts_device", False))
 
 
 def mean_oracle(name: str, epsilon: float | None = None, **params: Any) -> MeanOracle:

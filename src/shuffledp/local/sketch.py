@@ -233,9 +233,15 @@ class CountMeanSketchBase(FrequencyOracle):
 
     name = ""
 
+    accepts_device = True
+
     def __init__(self, epsilon: float, d: int, k: int | None = None, m: int = 1024, hash_seed: int | None = None,
-                 hash_table: Any = None, debias: str = "family") -> None:
+                 hash_table: Any = None, debias: str = "family", device: str = "cpu",
+                 device_fallback: bool = False) -> None:
         super().__init__(epsilon, d)
+        from ._device import resolve_device
+
+        self.device = resolve_device(device, bool(device_fallback))
         if debias not in _DEBIAS:
             raise ValidationError(f"debias must be one of {_DEBIAS}, got {debias!r}", parameter="debias")
         self.debias = debias
@@ -320,6 +326,16 @@ class CountMeanSketchBase(FrequencyOracle):
     # --- analyzer ---------------------------------------------------------------------
     def _query(self, statistic: np.ndarray, n: int) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def _family_query(self, G: np.ndarray) -> np.ndarray:
+        """``sum_l G[l, h_l(x)]`` for every item (float64) of an integer ``(k, m)`` matrix, on
+        :attr:`device`: the device sums int64 and converts once, which is bit-identical to numpy's
+        float64 sum of the same integers (every partial sum is an integer of magnitude at most ``n``)."""
+        if self.device == "cpu":
+            return self.family.query(G)
+        from ._device import table_query_device
+
+        return table_query_device(G, self.family, self.device).astype(np.float64)
 
     def estimate(self, statistic: np.ndarray, n: int) -> Estimate:
         """Unbiased fractions ``m/(m-1) (T(x) - n/m) / n`` for every item (sketch-CMS of the paper),
@@ -406,15 +422,27 @@ class CountMeanSketchBase(FrequencyOracle):
         rows = np.arange(k, dtype=np.int64)
         pk = np.full(k, 1.0 / k)
         U = np.zeros(k * m, dtype=np.int64)
+        Ut, h = None, None
+        if self.device != "cpu":  # the hash evaluations and the scatter on the device, same draws
+            from ._device import hash_on_device, row_hash_counts_add, torch_device, torch_module
+
+            Ut = torch_module().zeros(k * m, dtype=torch_module().int64, device=torch_device(self.device))
+            h = hash_on_device(self.family, self.device)
         per = max(1, _CELLS // k)
         for lo in range(0, d, per):  # chunks of items: (chunk, k) temporaries
             xs = np.arange(lo, min(d, lo + per), dtype=np.int64)
             split = rng.multinomial(counts[xs], pk)  # (chunk, k)
+            if Ut is not None:
+                row_hash_counts_add(Ut, h, xs, split, m)
+                continue
             cell = rows[None, :] * m + self.family(rows[None, :], xs[:, None])
             U += np.rint(np.bincount(cell.ravel(), weights=split.ravel().astype(np.float64),
                                      minlength=k * m)).astype(np.int64)
+        if Ut is not None:
+            U = Ut.cpu().numpy()
         return U.reshape(k, m)
 
     def __repr__(self) -> str:
+        dev = "" if self.device == "cpu" else f", device={self.device!r}"
         return (f"{type(self).__name__}(epsilon={self.epsilon:g}, d={self.d}, k={self.k}, m={self.m}, "
-                f"hash_seed={self.hash_seed})")
+                f"hash_seed={self.hash_seed}{dev})")

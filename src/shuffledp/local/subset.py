@@ -10,6 +10,7 @@ import numpy as np
 from ..core.errors import ValidationError
 from ..core.estimate import Estimate
 from ..core.privacy import PrivacyStatement
+from ._device import bincount_device, resolve_device
 from .base import FrequencyOracle, Reports, check_n, smallest_variance
 from .bits import UNIFORM_PRECISION, calibrate_probability
 from .packed import random_words
@@ -49,12 +50,19 @@ class SubsetSelection(FrequencyOracle):
 
     Reports: ``{"items": (n, omega) int array}``, each row strictly increasing (the canonical
     encoding of a set: any order would leak which slot the true item took).
+
+    ``device`` (``'cpu'``: numpy, default; ``'torch-cpu'``, ``'cuda[:N]'``: PyTorch) is where
+    :meth:`aggregate` counts the ``n omega`` reported items (int64 on every device: bit-identical
+    counts; ``device_fallback``: an unavailable CUDA device counts on the CPU instead of raising).
     """
 
     name = "ss"
+    accepts_device = True
 
-    def __init__(self, epsilon: float, d: int, omega: int | None = None) -> None:
+    def __init__(self, epsilon: float, d: int, omega: int | None = None, device: str = "cpu",
+                 device_fallback: bool = False) -> None:
         super().__init__(epsilon, d)
+        self.device = resolve_device(device, bool(device_fallback))
         e = math.exp(self.epsilon) if self.epsilon < 700.0 else math.inf
         #: whether ``omega`` was chosen by the mechanism (``omega=None``) rather than given
         self.omega_chosen = omega is None
@@ -154,6 +162,8 @@ class SubsetSelection(FrequencyOracle):
     def aggregate(self, reports: Reports) -> np.ndarray:
         """How many reported sets contain each item (mergeable)."""
         items = np.asarray(reports["items"])
+        if self.device != "cpu":
+            return bincount_device(items, self.d, self.device)
         out = np.zeros(self.d, dtype=np.int64)
         step = max(1, (1 << 20) // max(1, self.omega))
         for lo in range(0, items.shape[0], step):  # chunks of users; bincount is slow on int16
@@ -223,7 +233,8 @@ class SubsetSelection(FrequencyOracle):
         return int(smallest_variance(np.arange(1, d), v, lambda k: SubsetSelection(epsilon, d, omega=k)))
 
     def __repr__(self) -> str:
-        return f"SubsetSelection(epsilon={self.epsilon:g}, d={self.d}, omega={self.omega})"
+        dev = "" if self.device == "cpu" else f", device={self.device!r}"
+        return f"SubsetSelection(epsilon={self.epsilon:g}, d={self.d}, omega={self.omega}{dev})"
 
 
 def _log_binom(n: int, k: int) -> float:
