@@ -103,18 +103,23 @@ def test_output_perturbation_sensitivity_bound_holds_on_neighbours():
 
 
 @pytest.mark.parametrize("cls", [DPLogisticRegression, DPLinearSVC])
-@pytest.mark.parametrize("eps,n", [(1.0, 300), (0.05, 60)])
-def test_objective_perturbation_noise_recovered_from_the_fit(cls, eps, n):
+@pytest.mark.parametrize("eps,n,t", [(1.0, 300, 1.0), (0.05, 60, 1.0), (1.0, 300, 0.2), (0.05, 60, 0.2)])
+def test_objective_perturbation_noise_recovered_from_the_fit(cls, eps, n, t):
     """The released w is the exact minimiser of the perturbed objective: solving its stationarity
-    condition for b gives back vectors whose norms follow Gamma(d, 2/eps') (both branches)."""
+    condition for b gives back vectors whose norms follow Gamma(d, 2/eps') (both branches, two
+    intercept scalings t)."""
     X, y = make_classification(n_samples=n, n_features=3, n_redundant=0, random_state=5)
     ys = np.where(y == 1, 1.0, -1.0)
     lam = 0.05
     norms = []
     for seed in range(100):
-        est = cls(eps, method="objective", regularization=lam, data_norm=2.5, random_state=seed).fit(X, y)
+        est = cls(eps, method="objective", regularization=lam, data_norm=2.5, intercept_scaling=t,
+                  random_state=seed).fit(X, y)
         Z = est._features(X)
-        w = np.concatenate([est.coef_[0] * 2.5 * math.sqrt(2), [est.intercept_[0] * math.sqrt(2)]])
+        assert np.all(np.linalg.norm(Z, axis=1) <= 1 + 1e-12)
+        assert np.allclose(Z[:, -1], t / math.sqrt(1 + t * t))
+        s = math.sqrt(1 + t * t)
+        w = np.concatenate([est.coef_[0] * 2.5 * s, [est.intercept_[0] * s / t]])
         ep, D = objective_perturbation_parameters(eps, n, lam, est._curvature())
         _, der = est._loss(ys * (Z @ w))
         grad = Z.T @ (der * ys) / n + (lam + D) * w
@@ -293,7 +298,8 @@ def test_default_noise_is_cryptographic(monkeypatch):
 @pytest.mark.parametrize("kw,param", [({"epsilon": 0}, "epsilon"), ({"epsilon": float("inf")}, "epsilon"),
                                       ({"method": "gradient"}, "method"), ({"regularization": 0.0}, "regularization"),
                                       ({"regularization": "automatic"}, "regularization"),
-                                      ({"data_norm": -1.0}, "data_norm"), ({"fit_intercept": "yes"}, "fit_intercept")])
+                                      ({"data_norm": -1.0}, "data_norm"), ({"fit_intercept": "yes"}, "fit_intercept"),
+                                      ({"intercept_scaling": 0.0}, "intercept_scaling")])
 def test_bad_parameters_raise_one_clear_error(kw, param):
     X, y = make_classification(n_samples=40, n_features=4, random_state=0)
     with pytest.raises(ValidationError) as e:
