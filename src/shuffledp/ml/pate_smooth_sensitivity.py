@@ -162,7 +162,7 @@ def log_q_neighbour_bounds(log_q: Any, sigma: float, n_classes: int,
     return np.where(neg, -np.inf, lo), np.where(neg, -np.inf, hi)
 
 
-def _ls_at(log_q: np.ndarray, sigma: float, m: int, order: float, lq0: float, lq1: float) -> np.ndarray:
+def _ls_at(log_q: np.ndarray, sigma: float, m: int, order: float, lq0: float) -> np.ndarray:
     """Algorithm 3 without the plateau substitution.
 
     ``beta`` may jump up at ``q0`` (when ``q0`` is the end of Theorem 6's validity rather than the
@@ -175,7 +175,7 @@ def _ls_at(log_q: np.ndarray, sigma: float, m: int, order: float, lq0: float, lq
     return np.maximum(up - b, b - rdp_gnmax_at_q(lo, sigma, order))
 
 
-def _q1(sigma: float, m: int, order: float) -> tuple[float, float]:
+def _log_q0_q1(sigma: float, m: int, order: float) -> tuple[float, float]:
     lq0 = log_q0_gnmax(sigma, order)
     lq1 = float(log_q_neighbour_bounds(lq0, sigma, m)[0])
     return lq0, lq1
@@ -183,7 +183,7 @@ def _q1(sigma: float, m: int, order: float) -> tuple[float, float]:
 
 @lru_cache(maxsize=256)
 def _conditions(sigma: float, m: int, order: float, log_q_min: float) -> tuple[bool, bool, bool]:
-    lq0, lq1 = _q1(sigma, m, order)
+    lq0, lq1 = _log_q0_q1(sigma, m, order)
     lo = min(log_q_min, 4.0 * lq0) - 1.0
     grid0 = np.unique(np.concatenate([lq0 - np.geomspace(1e-9, lq0 - lo, 6000), [lq0]]))
     valid = bool(np.all(_theorem6_valid(grid0[grid0 < lq0], sigma, order)))
@@ -223,10 +223,10 @@ def local_sensitivity_gnmax(log_q: Any, sigma: float, n_classes: int, order: flo
     :func:`rdp_gnmax_at_q` at histograms with Prop. 7 bound ``q`` (``q`` in ``[q1, q0]`` replaced by ``q1``)."""
     s, a = check_real(sigma, "sigma", low=0.0, low_open=True), _order(order)
     m = check_positive_int(n_classes, "n_classes")
-    lq0, lq1 = _q1(s, m, a)
+    lq0, lq1 = _log_q0_q1(s, m, a)
     lq = np.asarray(log_q, dtype=float)
     lq = np.where((lq >= lq1) & (lq <= lq0), lq1, lq)
-    return _ls_at(lq, s, m, a, lq0, lq1)
+    return _ls_at(lq, s, m, a, lq0)
 
 
 def local_sensitivity_at_distance_gnmax(log_q: Any, sigma: float, n_classes: int, order: float) -> np.ndarray:
@@ -240,7 +240,7 @@ def local_sensitivity_at_distance_gnmax(log_q: Any, sigma: float, n_classes: int
     s, a = check_real(sigma, "sigma", low=0.0, low_open=True), _order(order)
     m = check_positive_int(n_classes, "n_classes")
     lq = np.atleast_1d(np.asarray(log_q, dtype=float))
-    lq0, lq1 = _q1(s, m, a)
+    lq0, lq1 = _log_q0_q1(s, m, a)
     lm = math.log(m - 1)
     zq = -special.ndtri_exp(np.minimum(lq - lm, math.log(0.5)))
     z0, z1 = (float(-special.ndtri_exp(min(v - lm, math.log(0.5)))) for v in (lq0, lq1))
@@ -254,7 +254,7 @@ def local_sensitivity_at_distance_gnmax(log_q: Any, sigma: float, n_classes: int
     target = np.where(col < lq1, np.minimum(hi, lq1), np.where(col > lq0, np.maximum(lo, lq0), lq1))
     target = np.where(np.isneginf(col), lq1, target)  # no finite bound on the distance: take the plateau
     target = np.where((target >= lq1) & (target <= lq0), lq1, target)
-    return _ls_at(target, s, m, a, lq0, lq1)
+    return _ls_at(target, s, m, a, lq0)
 
 
 def smooth_sensitivity(ls_at_distance: Any, beta: float) -> float:
