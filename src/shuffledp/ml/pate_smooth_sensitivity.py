@@ -207,14 +207,17 @@ def log_q_min_gnmax(sigma: float, n_classes: int, n_teachers: int) -> float:
 def check_smooth_sensitivity_conditions(sigma: float, n_classes: int, order: float,
                                         n_teachers: int) -> tuple[bool, bool]:
     """Conditions C5 and C6 of Papernot et al. (2018, App. B.4), checked on a dense grid of ``log q``
-    from the smallest possible value (:func:`log_q_min_gnmax`, or ``4 log q0`` if lower) to ``log q0``
-    (6000 points, geometric in the distance to ``q0``). Depends on ``(sigma, m, lambda, N)`` only.
+    from ``bl`` of the smallest possible value (:func:`log_q_min_gnmax`; or ``4 log q0`` if lower) to
+    ``log q0`` (6000 points, geometric in the distance to ``q0``). Depends on ``(sigma, m, lambda, N)``
+    only.
 
     Also requires Theorem 6's conditions at every grid point below ``q0``. Returns ``(C5, C6)``.
     """
     s = check_real(sigma, "sigma", low=0.0, low_open=True)
     m = check_positive_int(n_classes, "n_classes")
-    valid, c5, c6 = _conditions(s, m, _order(order), log_q_min_gnmax(s, m, n_teachers))
+    # one neighbour step below the smallest reachable q: Algorithm 3 evaluates beta at bl(q)
+    lowest = float(log_q_neighbour_bounds(log_q_min_gnmax(s, m, n_teachers), s, m)[0])
+    valid, c5, c6 = _conditions(s, m, _order(order), lowest)
     return valid and c5, valid and c5 and c6
 
 
