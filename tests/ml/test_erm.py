@@ -27,16 +27,33 @@ def cancer():
 def test_objective_perturbation_constants_as_in_the_paper():
     # Algorithm 2, first branch: eps' = eps - log(1 + 2c/(n L) + c^2/(n^2 L^2)), Delta = 0
     n, lam, c, eps = 1000, 0.01, 0.25, 1.0
-    ep, D = objective_perturbation_parameters(eps, n, lam, c)
+    ep, D = objective_perturbation_parameters(eps, n, lam, c, bound="chaudhuri")
     assert ep == pytest.approx(1.0 - math.log(1 + 2 * 0.025 + 0.025**2), rel=1e-14) and D == 0.0
     # second branch (eps' <= 0): Delta = c / (n (e^{eps/4} - 1)) - L and eps' = eps/2
     n, lam, eps = 100, 0.001, 0.1
     assert 0.1 - math.log(1 + 2 * 2.5 + 2.5**2) <= 0
-    ep, D = objective_perturbation_parameters(eps, n, lam, c)
+    ep, D = objective_perturbation_parameters(eps, n, lam, c, bound="chaudhuri")
     assert ep == 0.05 and D == pytest.approx(0.25 / (100 * (math.exp(0.025) - 1)) - 0.001, rel=1e-14)
     # Huber SVM: c = 1/(2h)
-    ep, D = objective_perturbation_parameters(2.0, 500, 0.01, 1.0)
+    ep, D = objective_perturbation_parameters(2.0, 500, 0.01, 1.0, bound="chaudhuri")
     assert ep == pytest.approx(2.0 - math.log((1 + 0.2) ** 2), rel=1e-14)
+
+
+def test_objective_perturbation_rank_one_constants():
+    # default: eps' = eps - log(1 + c/(n L)); else Delta = c/(n (e^{eps/2} - 1)) - L, eps' = eps/2
+    ep, D = objective_perturbation_parameters(1.0, 1000, 0.01, 0.25)
+    assert ep == pytest.approx(1.0 - math.log1p(0.025), rel=1e-14) and D == 0.0
+    ep, D = objective_perturbation_parameters(0.1, 100, 0.001, 0.25)
+    assert 0.1 - math.log1p(2.5) <= 0
+    assert ep == 0.05 and D == pytest.approx(0.25 / (100 * (math.exp(0.05) - 1)) - 0.001, rel=1e-14)
+    # never more noise nor more regularisation than the paper's constants
+    for eps, n, lam, c in [(1.0, 1000, 0.01, 0.25), (0.1, 100, 0.001, 0.25), (2.0, 500, 0.01, 1.0),
+                           (20.0, 398, 1e-3, 0.25)]:
+        ep1, D1 = objective_perturbation_parameters(eps, n, lam, c)
+        ep2, D2 = objective_perturbation_parameters(eps, n, lam, c, bound="chaudhuri")
+        assert ep1 >= ep2 and D1 <= D2
+    with pytest.raises(ValidationError, match="bound"):
+        objective_perturbation_parameters(1.0, 10, 0.1, 0.25, bound="kifer")
 
 
 def test_losses_meet_the_theorem_conditions():
@@ -86,18 +103,23 @@ def test_output_perturbation_sensitivity_bound_holds_on_neighbours():
 
 
 @pytest.mark.parametrize("cls", [DPLogisticRegression, DPLinearSVC])
-@pytest.mark.parametrize("eps,n", [(1.0, 300), (0.05, 60)])
-def test_objective_perturbation_noise_recovered_from_the_fit(cls, eps, n):
+@pytest.mark.parametrize("eps,n,t", [(1.0, 300, 1.0), (0.05, 60, 1.0), (1.0, 300, 0.2), (0.05, 60, 0.2)])
+def test_objective_perturbation_noise_recovered_from_the_fit(cls, eps, n, t):
     """The released w is the exact minimiser of the perturbed objective: solving its stationarity
-    condition for b gives back vectors whose norms follow Gamma(d, 2/eps') (both branches)."""
+    condition for b gives back vectors whose norms follow Gamma(d, 2/eps') (both branches, two
+    intercept scalings t)."""
     X, y = make_classification(n_samples=n, n_features=3, n_redundant=0, random_state=5)
     ys = np.where(y == 1, 1.0, -1.0)
     lam = 0.05
     norms = []
     for seed in range(100):
-        est = cls(eps, method="objective", regularization=lam, data_norm=2.5, random_state=seed).fit(X, y)
+        est = cls(eps, method="objective", regularization=lam, data_norm=2.5, intercept_scaling=t,
+                  random_state=seed).fit(X, y)
         Z = est._features(X)
-        w = np.concatenate([est.coef_[0] * 2.5 * math.sqrt(2), [est.intercept_[0] * math.sqrt(2)]])
+        assert np.all(np.linalg.norm(Z, axis=1) <= 1 + 1e-12)
+        assert np.allclose(Z[:, -1], t / math.sqrt(1 + t * t))
+        s = math.sqrt(1 + t * t)
+        w = np.concatenate([est.coef_[0] * 2.5 * s, [est.intercept_[0] * s / t]])
         ep, D = objective_perturbation_parameters(eps, n, lam, est._curvature())
         _, der = est._loss(ys * (Z @ w))
         grad = Z.T @ (der * ys) / n + (lam + D) * w
@@ -276,7 +298,8 @@ def test_default_noise_is_cryptographic(monkeypatch):
 @pytest.mark.parametrize("kw,param", [({"epsilon": 0}, "epsilon"), ({"epsilon": float("inf")}, "epsilon"),
                                       ({"method": "gradient"}, "method"), ({"regularization": 0.0}, "regularization"),
                                       ({"regularization": "automatic"}, "regularization"),
-                                      ({"data_norm": -1.0}, "data_norm"), ({"fit_intercept": "yes"}, "fit_intercept")])
+                                      ({"data_norm": -1.0}, "data_norm"), ({"fit_intercept": "yes"}, "fit_intercept"),
+                                      ({"intercept_scaling": 0.0}, "intercept_scaling")])
 def test_bad_parameters_raise_one_clear_error(kw, param):
     X, y = make_classification(n_samples=40, n_features=4, random_state=0)
     with pytest.raises(ValidationError) as e:
@@ -311,3 +334,60 @@ def test_sklearn_estimator_checks(cls):
     failed = [(r["check_name"], str(r["exception"])[:120]) for r in results if r["status"] == "failed"]
     assert failed == []
     assert sum(r["status"] == "passed" for r in results) >= 40
+
+
+def _log_output_density(w, Z, y, lam_total, eps_prime):
+    """log of the density of Algorithm 2's output at ``w`` (logistic loss), up to a constant shared by
+    neighbours: ``-(eps'/2) ||b(w)|| + log det J(w)`` with ``b(w) = -(sum l'(y w.z) y z + n (L + Delta) w)``
+    (the noise that makes ``w`` the minimiser) and ``J`` its Jacobian (change of variables b -> w)."""
+    n = len(Z)
+    m = y * (Z @ w)
+    der = -np.exp(-np.logaddexp(0, m))  # l'(m) = -1/(1 + e^m)
+    sec = np.exp(-np.logaddexp(0, m) - np.logaddexp(0, -m))
+    b = -(Z.T @ (der * y) + n * lam_total * w)
+    J = Z.T @ (sec[:, None] * Z) + n * lam_total * np.eye(len(w))
+    return -(eps_prime / 2) * np.linalg.norm(b) + np.linalg.slogdet(J)[1]
+
+
+def _worst_log_ratio(eps_prime, lam_total, n, starts, rng):
+    """Largest log density ratio found over outputs w, shared rows and the replaced row (d = 2),
+    from a constructed start (replaced row at margin 0 against one at margin -30, shared rows at
+    margin +30) and random starts, each refined by L-BFGS."""
+    from scipy import optimize
+
+    d = 2
+
+    def unit(v):
+        return v / max(1.0, float(np.linalg.norm(v)))
+
+    def neg(p):
+        w = p[:d]
+        Zc = np.array([unit(r) for r in p[d:d + (n - 1) * d].reshape(n - 1, d)])
+        Z1, Z2 = np.vstack([Zc, unit(p[-2 * d:-d])]), np.vstack([Zc, unit(p[-d:])])
+        y1, y2 = np.ones(n), np.append(np.ones(n - 1), -1.0)
+        return -(_log_output_density(w, Z1, y1, lam_total, eps_prime)
+                 - _log_output_density(w, Z2, y2, lam_total, eps_prime))
+
+    built = np.concatenate([[0.0, 30.0], np.tile([0.0, 1.0], n - 1), [1.0, 0.0], [0.0, 1.0]])
+    inits = [built] + [rng.standard_normal(d + (n + 1) * d) * np.r_[np.full(d, 10.0), np.ones((n + 1) * d)]
+                       for _ in range(starts)]
+    return max(-optimize.minimize(neg, p0, method="L-BFGS-B", options={"maxiter": 400}).fun for p0 in inits)
+
+
+@pytest.mark.parametrize("eps,n,lam", [(1.0, 5, 0.05), (2.0, 5, 0.1), (2.0, 4, 0.02), (0.3, 5, 0.01)])
+def test_objective_perturbation_exact_density_ratio_at_adversarial_outputs(eps, n, lam):
+    """Privacy ratio of Algorithm 2 computed exactly (change of variables), maximised over outputs and
+    neighbours: at most e^eps with the rank-one constants (both branches) and with the paper's."""
+    rng = np.random.default_rng(2)
+    for bound in ("rank_one", "chaudhuri"):
+        ep, D = objective_perturbation_parameters(eps, n, lam, 0.25, bound=bound)
+        worst = _worst_log_ratio(ep, lam + D, n, 4, rng)
+        assert worst <= eps + 1e-9
+        if bound == "rank_one":
+            assert worst > eps / 2  # the search reaches a large part of the bound: it is not toothless
+
+
+def test_objective_perturbation_density_ratio_check_catches_a_missing_jacobian_term():
+    """The same exact check on Algorithm 2 run without the Jacobian correction (eps' = eps, Delta = 0)
+    finds an output whose density ratio exceeds e^eps."""
+    assert _worst_log_ratio(1.0, 0.05, 5, 0, np.random.default_rng(2)) > 1.0 + 0.1

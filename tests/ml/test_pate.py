@@ -135,6 +135,26 @@ def test_pate_end_to_end(split, agg, kw):
     assert rep.epsilon_data_dependent <= rep.statement.eps
     assert rep.student_accuracy > 0.75
     assert pate.public_labels_.shape == (len(Xq),)
+    # the smooth-sensitivity release of the data-dependent cost (GNMax family only)
+    if agg == "lnmax":
+        assert rep.release is None and rep.epsilon_released is None and "LNMax" in rep.release_note
+        return
+    rel = rep.release
+    assert rel is not None and rep.release_note == ""
+    order = rdp_to_epsilon(a, rep.rdp_data_independent, 1e-5)[1]  # default: the data-independent optimum
+    assert (rel.order, rel.beta, rel.sigma_ss) == (order, 0.3 / order, 3.0)
+    from shuffledp.ml.pate_smooth_sensitivity import rdp_gnmax_at_q, rdp_gnss
+    answered = pate.public_labels_ != None  # noqa: E711
+    counts = teacher_votes(pate.teachers_, Xq[answered], pate.classes_)
+    assert rel.rdp_data_dependent == pytest.approx(rdp_gnmax_at_q(log_q_gnmax(counts, kw["sigma"]), kw["sigma"],
+                                                                  order).sum(), rel=1e-12)
+    fixed = 0.0 if agg == "gnmax" else len(Xq) * order / (2 * 20.0**2)
+    assert rel.rdp_fixed == pytest.approx(fixed, rel=1e-12)
+    assert rep.epsilon_released == rdp_to_epsilon(np.array([order]), np.array(
+        [max(rel.rdp_noisy, 0.0) + fixed + rdp_gnss([order], rel.beta, 3.0)[0]]), 1e-5)[0]
+    # the formal guarantee of everything published: labels plus the release
+    with_release = rdp_to_epsilon(a, rep.rdp_data_independent + rdp_gnss(a, rel.beta, 3.0), 1e-5)[0]
+    assert rep.statement_with_release.eps == with_release > rep.statement.eps
 
 
 def test_pate_bad_input():

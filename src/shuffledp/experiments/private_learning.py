@@ -8,8 +8,9 @@ Tables (CSV) and figures (PNG) with an ``index.html``, written to ``results/priv
   ``LogisticRegression`` (objective perturbation through its ``Vector`` mechanism) on the same
   split, with its fixed ``C`` and with our rule, when its own venv (``.venv-dpl`` with
   scikit-learn < 1.6, or ``SHUFFLEDP_DIFFPRIVLIB_PYTHON``) is found.
-- ``pate.csv``: PATE (GNMax, Confident-GNMax, LNMax) privacy (data-independent statement, and the
-  data-dependent cost) and student accuracy.
+- ``pate.csv``: PATE (GNMax, Confident-GNMax, LNMax) privacy (data-independent statement, the
+  data-dependent cost (not releasable), its smooth-sensitivity release (``eps_released``) and the
+  data-independent statement covering labels plus release) and student accuracy.
 - ``dpsgd.csv``: DP-SGD with Opacus on digits (small MLP), epsilon from the project's RDP
   accountant registered in Opacus (``--full`` only unless torch is quick to load).
 - ``dpsgd_audit.csv``: lower bound from the strongest (gradient) canary on the subsampled Gaussian
@@ -55,6 +56,9 @@ DIFFPRIVLIB_PYTHON = _diffprivlib_python()
 ERM_REGULARIZATION = "auto"  # Lambda(eps, n, d) of shuffledp.ml.erm.auto_regularization: data-independent
 ERM_FIXED_REGULARIZATION = 0.01  # the fixed Lambda of earlier runs, kept for diffprivlib's default row
 ERM_DATA_NORM = 6.0  # standardised breast-cancer rows: chosen a priori (30 features, unit variance)
+#: The intercept's constant feature 1/data_norm, i.e. rows [x, 1] / sqrt(R^2 + 1): chosen on public
+#: synthetic data (docs/private-learning.md), better than 1 at every eps there.
+ERM_INTERCEPT_SCALING = 1.0 / ERM_DATA_NORM
 
 _DPL_SCRIPT = r"""
 import json, sys, warnings
@@ -129,6 +133,7 @@ def erm_accuracy(eps_grid: list[float], repeats: int, seed: int = 0) -> list[dic
     for method in ("objective", "output"):
         for eps in eps_grid:
             acc = [DPLogisticRegression(eps, method=method, regularization=ERM_REGULARIZATION, data_norm=ERM_DATA_NORM,
+                                        intercept_scaling=ERM_INTERCEPT_SCALING,
                                         random_state=seed * 10_000 + r).fit(Xtr, ytr).score(Xte, yte)
                    for r in range(repeats)]
             m, se = _mean_se(acc)
@@ -173,11 +178,14 @@ def pate_table(quick: bool, seed: int = 0) -> list[dict]:
         rows.append({"aggregator": agg, "params": " ".join(f"{k}={v:g}" for k, v in kw.items()), "teachers": 80,
                      "queries": rep.n_queries, "answered": rep.n_answered,
                      "eps_data_independent": rep.statement.eps, "eps_data_dependent": rep.epsilon_data_dependent,
+                     "eps_released": rep.epsilon_released,
+                     "eps_with_release": None if rep.statement_with_release is None else rep.statement_with_release.eps,
+                     "release_order": None if rep.release is None else rep.release.order,
                      "delta": 1e-5, "label_accuracy": rep.label_accuracy, "student_accuracy": rep.student_accuracy})
     nonpriv = LDA().fit(Xp, yp).score(Xt, yt)
     rows.append({"aggregator": "non-private (all private data)", "params": "", "teachers": 0, "queries": 0,
                  "answered": 0, "eps_data_independent": float("inf"), "eps_data_dependent": float("inf"),
-                 "delta": 0.0, "label_accuracy": None, "student_accuracy": nonpriv})
+                 "eps_released": None, "eps_with_release": None, "release_order": None, "delta": 0.0, "label_accuracy": None, "student_accuracy": nonpriv})
     return rows
 
 

@@ -5,7 +5,9 @@
 - :mod:`shuffledp.ml.accounting`: the project's RDP and PLD accountants as Opacus accountants,
   and DP-SGD noise calibration.
 - :mod:`shuffledp.ml.pate`: PATE (Papernot et al. 2017, 2018) with LNMax / GNMax /
-  Confident-GNMax aggregation and data-independent / data-dependent RDP analysis.
+  Confident-GNMax aggregation and data-independent / data-dependent RDP analysis;
+  :mod:`shuffledp.ml.pate_smooth_sensitivity`: publishing the data-dependent cost privately
+  (smooth sensitivity, Papernot et al. 2018).
 - :mod:`shuffledp.ml.membership_inference` and :mod:`shuffledp.ml.audit`: membership-inference
   attacks and empirical lower bounds on epsilon.
 

@@ -10,10 +10,12 @@ with ``|l'| <= 1`` and ``|l''| <= c`` and the regularised objective
   sensitivity ``2/(n Lambda)`` under replacement of one example; release ``w* + b`` with ``b``
   drawn from the density proportional to ``exp(-(n Lambda eps / 2) ||b||)``. eps-DP.
 - **objective perturbation** (Algorithm 2, Theorem 9 / Corollary 11 for logistic regression and
-  Corollary 12 for the Huber SVM): ``eps' = eps - log(1 + 2c/(n Lambda) + c^2/(n^2 Lambda^2))``;
-  if ``eps' > 0`` then ``Delta = 0``, else ``Delta = c/(n (e^{eps/4} - 1)) - Lambda`` and
-  ``eps' = eps/2``; draw ``b`` with density proportional to ``exp(-(eps'/2) ||b||)`` and release
-  ``argmin J(w) + (1/n) b.w + (Delta/2) ||w||^2``. eps-DP.
+  Corollary 12 for the Huber SVM): the paper's ``eps' = eps - log(1 + 2c/(n Lambda) + c^2/(n^2 Lambda^2))``
+  is used with a tighter determinant bound, ``eps' = eps - log(1 + c/(n Lambda))``
+  (:func:`objective_perturbation_parameters`, which proves it); if ``eps' > 0`` then ``Delta = 0``,
+  else ``Delta = c/(n (e^{eps/2} - 1)) - Lambda`` and ``eps' = eps/2``; draw ``b`` with density
+  proportional to ``exp(-(eps'/2) ||b||)`` and release ``argmin J(w) + (1/n) b.w + (Delta/2) ||w||^2``.
+  eps-DP.
 
 A density proportional to ``exp(-beta ||b||)`` in R^d is sampled as a uniform direction times a
 norm drawn from Gamma(shape d, scale 1/beta). Both guarantees are pure eps-DP for the
@@ -21,8 +23,8 @@ replace-one neighbouring relation, assume the optimiser returns the exact minimi
 a gradient norm of 1e-10 with L-BFGS) and ignore floating-point effects of the noise sampler.
 
 Data norm: every row is clipped to L2 norm ``data_norm`` and divided by it (a data-independent
-map); with an intercept the constant feature 1 is appended and the vector divided by sqrt(2), so
-the norm bound 1 of the theorems holds. ``data_norm`` must be chosen without looking at the
+map); with an intercept the constant feature ``t = intercept_scaling`` is appended and the vector
+divided by ``sqrt(1 + t^2)``, so the norm bound 1 of the theorems holds. ``data_norm`` must be chosen without looking at the
 private data. Several classes: one-vs-rest, each of the K binary problems gets eps/K (basic
 composition, all K problems see every record).
 
@@ -94,24 +96,45 @@ def sample_norm_noise(dim: int, beta: float, rng: np.random.Generator) -> np.nda
     return direction / nrm * rng.gamma(shape=dim, scale=1.0 / beta)
 
 
-def objective_perturbation_parameters(epsilon: float, n: int, regularization: float,
-                                      curvature: float) -> tuple[float, float]:
-    """``(eps', Delta)`` of Algorithm 2 of Chaudhuri et al. (2011).
+def objective_perturbation_parameters(epsilon: float, n: int, regularization: float, curvature: float,
+                                      bound: Literal["rank_one", "chaudhuri"] = "rank_one") -> tuple[float, float]:
+    """``(eps', Delta)`` of Algorithm 2 of Chaudhuri et al. (2011); the noise vector has density
+    proportional to ``exp(-(eps'/2) ||b||)``.
 
-    ``eps' = eps - log(1 + 2c/(n L) + c^2/(n L)^2)``; if it is not positive, ``Delta =
-    c/(n (e^{eps/4} - 1)) - L`` and ``eps' = eps/2``, else ``Delta = 0``. The noise vector then has
-    density proportional to ``exp(-(eps'/2) ||b||)``.
+    ``bound="chaudhuri"``: the paper's constants, ``eps' = eps - log(1 + 2c/(n L) + c^2/(n L)^2)``;
+    if that is not positive, ``Delta = c/(n (e^{eps/4} - 1)) - L`` and ``eps' = eps/2``.
+
+    ``bound="rank_one"`` (default): ``eps' = eps - log(1 + c/(n L))`` and ``Delta = 0`` when that is
+    at least ``eps/2``; otherwise ``Delta = c/(n (e^{eps/2} - 1)) - L > 0`` and ``eps' = eps/2`` (the
+    paper switches only when ``eps'`` would be <= 0, which leaves arbitrarily little ``eps'`` and hence
+    arbitrarily large noise just above the switch; both choices are valid for every ``Delta >= 0``
+    with ``eps' = eps - log(1 + c/(n (L + Delta)))``, and the switch depends on (eps, n, L, c) only).
+    Same proof as Theorem 9 with one step tightened. The output density is ``nu(b(w)) |det J(w)|`` with ``J = B + a x x^T``, where
+    ``a = l''(y w.x)`` in ``[0, c]`` belongs to the replaced row ``x`` and ``B >= n (L + Delta) I``
+    collects the shared rows and the regulariser. By the matrix determinant lemma
+    ``det(B + a x x^T) = det(B) (1 + a x^T B^{-1} x)``, so for neighbours with rows ``x`` and ``x2``
+    the ratio of determinants is ``(1 + a x^T B^{-1} x) / (1 + a2 x2^T B^{-1} x2) <= 1 + c/(n (L + Delta))``
+    (``||x|| <= 1``, ``a2 >= 0``); the paper bounds it by ``(1 + c/(n L))^2``. The ratio of noise
+    densities is at most ``e^{eps'}`` as in the paper (``||b(D) - b(D')|| <= 2``), so the privacy loss
+    is at most ``eps' + log(1 + c/(n (L + Delta))) <= eps``. ``tests/ml/test_erm.py`` computes this
+    density ratio exactly at adversarial outputs and neighbours.
     """
     eps = check_epsilon(epsilon)
     lam = check_real(regularization, "regularization", low=0.0, low_open=True)
     c = check_real(curvature, "curvature", low=0.0, low_open=True)
     if n < 1:
         raise ValidationError(f"n must be >= 1, got {n!r}", parameter="n")
+    if bound not in ("rank_one", "chaudhuri"):
+        raise ValidationError(f"bound must be 'rank_one' or 'chaudhuri', got {bound!r}", parameter="bound")
     x = c / (n * lam)
-    eps_prime = eps - math.log1p(2 * x + x * x)
-    if eps_prime > 0:
-        return eps_prime, 0.0
-    return eps / 2.0, c / (n * math.expm1(eps / 4.0)) - lam
+    if bound == "chaudhuri":
+        eps_prime = eps - math.log1p(2 * x + x * x)
+        if eps_prime > 0:
+            return eps_prime, 0.0
+        return eps / 2.0, c / (n * math.expm1(eps / 4.0)) - lam
+    if math.log1p(x) <= eps / 2.0:
+        return eps - math.log1p(x), 0.0
+    return eps / 2.0, c / (n * math.expm1(eps / 2.0)) - lam
 
 
 #: Constants ``a`` of :func:`auto_regularization`, tuned on public synthetic data (see its docstring).
@@ -210,6 +233,7 @@ class _DPLinearClassifier(ClassifierMixin, BaseEstimator):
         if not (isinstance(self.regularization, str) and self.regularization == "auto"):
             check_real(self.regularization, "regularization", low=0.0, low_open=True)
         check_real(self.data_norm, "data_norm", low=0.0, low_open=True)
+        check_real(self.intercept_scaling, "intercept_scaling", low=0.0, low_open=True)
         if not isinstance(self.fit_intercept, (bool, np.bool_)):
             raise ValidationError(f"fit_intercept must be a bool, got {self.fit_intercept!r}",
                                   parameter="fit_intercept")
@@ -221,7 +245,8 @@ class _DPLinearClassifier(ClassifierMixin, BaseEstimator):
         scale = np.minimum(1.0, R / np.maximum(norms, 1e-300)) / R
         Z = X * scale[:, None]
         if self.fit_intercept:
-            Z = np.hstack([Z, np.ones((Z.shape[0], 1))]) / math.sqrt(2.0)
+            t = float(self.intercept_scaling)
+            Z = np.hstack([Z, np.full((Z.shape[0], 1), t)]) / math.sqrt(1.0 + t * t)
         return Z
 
     def _minimise(self, Z: np.ndarray, y: np.ndarray, lam: float, linear: np.ndarray | None) -> np.ndarray:
@@ -283,12 +308,14 @@ class _DPLinearClassifier(ClassifierMixin, BaseEstimator):
         Z = self._features(X)
         W = np.vstack([self._fit_binary(Z, np.where(y == c, 1.0, -1.0), eps_each, rng) for c in problems])
         if self.fit_intercept:
-            self.coef_ = W[:, :d] / (float(self.data_norm) * math.sqrt(2.0))
-            self.intercept_ = W[:, d] / math.sqrt(2.0)
+            t = float(self.intercept_scaling)
+            self.coef_ = W[:, :d] / (float(self.data_norm) * math.sqrt(1.0 + t * t))
+            self.intercept_ = W[:, d] * t / math.sqrt(1.0 + t * t)
         else:
             self.coef_ = W / float(self.data_norm)
             self.intercept_ = np.zeros(W.shape[0])
-        how = ("objective perturbation (Chaudhuri et al. 2011, Alg. 2)" if self.method == "objective"
+        how = ("objective perturbation (Chaudhuri et al. 2011, Alg. 2, rank-one Jacobian bound)"
+               if self.method == "objective"
                else "output perturbation (Chaudhuri et al. 2011, Alg. 1)")
         split = "" if len(problems) == 1 else f"; one-vs-rest, {len(problems)} problems at eps/{len(problems)} each"
         self.privacy_ = PrivacyStatement(float(self.epsilon), 0.0, model="central", neighbouring="replace_one",
@@ -338,6 +365,11 @@ class DPLogisticRegression(_DPLinearClassifier):
         Rows are clipped to this L2 norm (choose it without looking at the private data).
     fit_intercept : bool
         Append a constant feature (regularised like the others).
+    intercept_scaling : float
+        Value ``t > 0`` of that constant feature next to the clipped row divided by ``data_norm``;
+        the augmented row is divided by ``sqrt(1 + t^2)`` so that its norm is at most 1. Smaller
+        ``t`` leaves more of the norm budget to the features and regularises the intercept more.
+        Data-independent (choose it without the private data).
     random_state : None, int or numpy Generator
         ``None`` (default): noise from a cryptographic generator. An int or generator: seeded
         noise, for simulation only.
@@ -355,12 +387,14 @@ class DPLogisticRegression(_DPLinearClassifier):
     """
 
     def __init__(self, epsilon: float = 1.0, *, method: Method = "objective", regularization: float | str = 0.01,
-                 data_norm: float = 1.0, fit_intercept: bool = True, random_state: Any = None) -> None:
+                 data_norm: float = 1.0, fit_intercept: bool = True, intercept_scaling: float = 1.0,
+                 random_state: Any = None) -> None:
         self.epsilon = epsilon
         self.method = method
         self.regularization = regularization
         self.data_norm = data_norm
         self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
         self.random_state = random_state
 
     def _loss(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -391,13 +425,14 @@ class DPLinearSVC(_DPLinearClassifier):
 
     def __init__(self, epsilon: float = 1.0, *, method: Method = "objective", regularization: float | str = 0.01,
                  huber_h: float = 0.5, data_norm: float = 1.0, fit_intercept: bool = True,
-                 random_state: Any = None) -> None:
+                 intercept_scaling: float = 1.0, random_state: Any = None) -> None:
         self.epsilon = epsilon
         self.method = method
         self.regularization = regularization
         self.huber_h = huber_h
         self.data_norm = data_norm
         self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
         self.random_state = random_state
 
     def _check_params(self) -> None:

@@ -32,10 +32,12 @@ Data-dependent analysis
   ``lambda = l + 1`` is that divided by ``l``.
 
 Data-dependent epsilons depend on the private votes: they are a privacy cost *conditioned on the
-data*, and publishing them is itself not differentially private (the 2018 paper releases them
-through smooth sensitivity). :class:`PateReport` therefore carries the data-independent
-:class:`~shuffledp.core.privacy.PrivacyStatement` as the guarantee and the data-dependent epsilon as
-a number for analysis only.
+data*, and publishing them is itself not differentially private. :class:`PateReport` therefore
+carries the data-independent :class:`~shuffledp.core.privacy.PrivacyStatement` as the guarantee, the
+raw data-dependent epsilon for analysis only (not releasable), and, for GNMax and Confident-GNMax, a
+release of the data-dependent cost through smooth sensitivity (2018, Sec. 4.2; module
+:mod:`shuffledp.ml.pate_smooth_sensitivity`) whose epsilon may be published, together with the
+data-independent statement that covers the labels *and* that release.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from ..core.errors import ValidationError
 from ..core.privacy import PrivacyStatement
 from ..core.rng import as_generator
 from ..core.validation import check_delta, check_positive_int, check_real
+from .pate_smooth_sensitivity import SmoothSensitivityRelease, rdp_gnss, release_gnmax_cost
 
 __all__ = [
     "NO_ANSWER", "partition_indices", "train_teachers", "teacher_votes", "lnmax", "gnmax", "confident_gnmax",
@@ -284,8 +287,13 @@ def rdp_lnmax_data_dependent(orders: Any, counts: Any, gamma: float) -> np.ndarr
 class PateReport:
     """Privacy and utility of one PATE run.
 
-    ``statement`` is the data-independent guarantee (a DP statement); ``epsilon_data_dependent`` is
-    the data-dependent cost at the same delta, not itself private to publish.
+    ``statement`` is the data-independent guarantee of the labels (a DP statement).
+    ``epsilon_data_dependent`` is the data-dependent cost at the same delta: a function of the private
+    votes, **not releasable**. ``release`` (GNMax and Confident-GNMax) is the smooth-sensitivity
+    release of the data-dependent cost at one order: its ``epsilon_released`` may be published, and
+    ``statement_with_release`` is the data-independent guarantee of the labels together with that
+    release. ``release_note`` says why there is no release (LNMax, nothing answered, conditions C5-C6
+    failing at the chosen order).
     """
 
     aggregator: str
@@ -298,6 +306,14 @@ class PateReport:
     student_accuracy: float | None = None
     rdp_data_independent: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     rdp_data_dependent: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    release: SmoothSensitivityRelease | None = None
+    statement_with_release: PrivacyStatement | None = None
+    release_note: str = ""
+
+    @property
+    def epsilon_released(self) -> float | None:
+        """The publishable (noisy) data-dependent epsilon, or None without a release."""
+        return None if self.release is None else self.release.epsilon_released
 
 
 class PATE:
@@ -316,6 +332,14 @@ class PATE:
         Confident-GNMax's check.
     delta : float
         Delta of the reported (eps, delta) statement.
+    release_order : float, optional
+        Rényi order of the smooth-sensitivity release of the data-dependent cost (GNMax,
+        Confident-GNMax). Default: the order that minimises the data-independent epsilon of the
+        answered queries (a function of public outputs only).
+    release_beta : float, optional
+        Smoothness beta of that release; default ``0.3 / release_order``.
+    release_sigma : float
+        Noise multiplier sigma_s of that release (noise ``SS_beta * N(0, sigma_s^2)``).
     orders : array, optional
         RDP orders (default :data:`~shuffledp.accounting.rdp.DEFAULT_ORDERS`).
     random_state : None, int or Generator
@@ -324,7 +348,8 @@ class PATE:
 
     def __init__(self, teacher: Any, student: Any, n_teachers: int, *, aggregator: Aggregator = "gnmax",
                  sigma: float = 40.0, gamma: float = 0.05, threshold: float = 0.0, sigma_threshold: float = 1.0,
-                 delta: float = 1e-5, orders: Any = None, random_state: Any = None) -> None:
+                 delta: float = 1e-5, release_order: float | None = None, release_beta: float | None = None,
+                 release_sigma: float = 3.0, orders: Any = None, random_state: Any = None) -> None:
         if aggregator not in ("lnmax", "gnmax", "confident_gnmax"):
             raise ValidationError(f"aggregator must be 'lnmax', 'gnmax' or 'confident_gnmax', got {aggregator!r}",
                                   parameter="aggregator")
@@ -336,6 +361,11 @@ class PATE:
         self.threshold = check_real(threshold, "threshold")
         self.sigma_threshold = check_real(sigma_threshold, "sigma_threshold", low=0.0, low_open=True)
         self.delta = check_delta(delta)
+        self.release_order = None if release_order is None else check_real(release_order, "release_order", low=1.0,
+                                                                             low_open=True)
+        self.release_beta = None if release_beta is None else check_real(release_beta, "release_beta", low=0.0,
+                                                                          low_open=True)
+        self.release_sigma = check_real(release_sigma, "release_sigma", low=0.0, low_open=True)
         self.orders = _orders(orders)
         self.rng = as_generator(random_state)
 
@@ -394,6 +424,32 @@ class PATE:
         statement = PrivacyStatement(eps_indep, self.delta, model="central", neighbouring="replace_one",
                                      note=f"PATE, {self.n_teachers} teachers, {agg}, {n_ans}/{Q} queries answered, "
                                           f"data-independent RDP")
+        release, with_release, note = self._release(counts[answered], rdp_indep, agg, n_ans, Q)
         self.report_ = PateReport(self.aggregator, self.n_teachers, Q, n_ans, label_acc, statement, eps_dd,
-                                  student_acc, rdp_indep, rdp_dd)
+                                  student_acc, rdp_indep, rdp_dd, release, with_release, note)
         return self.report_
+
+    def _release(self, counts: np.ndarray, rdp_indep: np.ndarray, agg: str, n_ans: int,
+                 Q: int) -> tuple[SmoothSensitivityRelease | None, PrivacyStatement | None, str]:
+        """Smooth-sensitivity release of the data-dependent cost (GNMax family only)."""
+        if self.aggregator == "lnmax":
+            return None, None, "no smooth-sensitivity analysis for LNMax (Papernot et al. 2018 cover GNMax)"
+        if n_ans == 0:
+            return None, None, "no query answered: nothing data-dependent to release"
+        order = self.release_order
+        if order is None:
+            _, order = rdp_to_epsilon(self.orders, rdp_indep, self.delta)
+        beta = self.release_beta if self.release_beta is not None else 0.3 / order
+        fixed = 0.0 if self.aggregator == "gnmax" else Q * order / (2.0 * self.sigma_threshold**2)
+        try:
+            rel = release_gnmax_cost(counts, self.sigma, order, beta, self.release_sigma, self.delta, self.rng, fixed)
+        except ValidationError as e:
+            return None, None, str(e)
+        eps, _ = rdp_to_epsilon(self.orders, rdp_indep + rdp_gnss(self.orders, beta, self.release_sigma), self.delta)
+        st = PrivacyStatement(eps, self.delta, model="central", neighbouring="replace_one",
+                              note=f"PATE, {self.n_teachers} teachers, {agg}, {n_ans}/{Q} queries answered, "
+                                   f"data-independent RDP of the labels plus the smooth-sensitivity release of the "
+                                   f"data-dependent cost (order {order:g}, beta {beta:g}, sigma_s "
+                                   f"{self.release_sigma:g}); the released data-dependent epsilon is "
+                                   f"{rel.epsilon_released:g}")
+        return rel, st, ""
