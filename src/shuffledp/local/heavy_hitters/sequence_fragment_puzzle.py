@@ -223,10 +223,7 @@ class SequenceFragmentPuzzle(HeavyHitterMechanism):
         word-sketch statistic (flattened)."""
         pos, frag, word = self._split(reports)
         users = np.bincount(pos, minlength=self.positions).astype(np.int64)
-        stats = []
-        for p in range(self.positions):  # one sketch aggregate per position
-            rows = np.flatnonzero(pos == p)
-            stats.append(self.fragment_sketch.aggregate({f: v[rows] for f, v in frag.items()}))
+        stats = list(self.fragment_sketch.aggregate_groups(frag, pos, self.positions))  # one pass, all positions
         stats.append(self.word_sketch.aggregate(word))
         return self._pack(users, stats)
 
@@ -242,15 +239,30 @@ class SequenceFragmentPuzzle(HeavyHitterMechanism):
         est = self.fragment_sketch.estimate(self._piece(stat, position), n_p)
         return est.values * n, est.stderr * n
 
+    def fragment_tops(self, statistic: Any) -> list[np.ndarray]:
+        """The ``fragment_top`` keys with the largest :meth:`fragment_estimates` at every position,
+        best first (ties by key): the estimates of every key at all positions from one pass of the
+        sketch's hash values (:meth:`~shuffledp.local.sketch.HashFamily.query_many`)."""
+        stat = np.asarray(statistic)
+        users = self.group_users(stat)
+        if np.any(users < 1):
+            raise ValidationError(f"fragment position {int(np.flatnonzero(users < 1)[0])} received no report",
+                                  parameter="statistic")
+        n, m = int(users.sum()), self.fragment_sketch.m
+        # the fragment estimates of every key at every position (those of fragment_estimates), the
+        # sketch's hash values computed once for all positions
+        T = self.fragment_sketch.query_groups([self._piece(stat, p) for p in range(self.positions)], users)
+        tops = []
+        for p in range(self.positions):  # keys, best first
+            c = (m / (m - 1)) * (T[p] - int(users[p]) / m) / int(users[p]) * n
+            tops.append(np.argsort(-c, kind="stable")[:self.fragment_top])
+        return tops
+
     def candidates(self, statistic: Any) -> np.ndarray:
         """Codes of the candidate words assembled from the top fragment keys (class docstring)."""
         A = self.codec.symbols
         per_piece = A ** self.fragment_length
-        tops = []
-        for p in range(self.positions):  # one full-domain fragment estimate per position
-            c, _ = self.fragment_estimates(statistic, p)
-            order = np.argsort(-c, kind="stable")[:self.fragment_top]
-            tops.append(order)  # keys, best first
+        tops = self.fragment_tops(statistic)
         pieces = set(int(v) for v in tops[0] // per_piece)
         for t in tops[1:]:
             pieces &= set(int(v) for v in t // per_piece)
