@@ -158,8 +158,12 @@ class StringCodec:
 
     def codes_of(self, symbols: np.ndarray) -> np.ndarray:
         """int64 codes of an ``(n, L)`` symbol matrix."""
-        sym = np.asarray(symbols).astype(np.int64)
-        return (sym << self._shifts[None, :]).sum(axis=1) if sym.size else np.zeros(sym.shape[0], np.int64)
+        sym = np.asarray(symbols)
+        code = np.zeros(sym.shape[0], dtype=np.int64)
+        for i in range(sym.shape[1]):  # L columns, most significant first: one shift-or each
+            code <<= self.symbol_bits
+            code |= sym[:, i]
+        return code
 
     def symbol_matrix(self, codes: Any) -> np.ndarray:
         """``(n, L)`` symbols of int64 codes."""

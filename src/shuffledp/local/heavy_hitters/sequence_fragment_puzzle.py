@@ -173,7 +173,6 @@ class SequenceFragmentPuzzle(HeavyHitterMechanism):
         self._word_fields = list(self.word_sketch.randomize(probe, g0))
         fshape = self.fragment_sketch._statistic_shape()
         self._layout(self.positions, [fshape] * self.positions + [self.word_sketch._statistic_shape()])
-        self._base = (A ** np.arange(self.fragment_length - 1, -1, -1)).astype(np.int64)
 
     def _privacy(self) -> PrivacyStatement:
         ef, ew = self.fragment_sketch.privacy().eps, self.word_sketch.privacy().eps
@@ -184,9 +183,14 @@ class SequenceFragmentPuzzle(HeavyHitterMechanism):
     # --- client -------------------------------------------------------------------------
     def fragment_keys(self, symbols: np.ndarray, codes: np.ndarray, position: np.ndarray) -> np.ndarray:
         """``h(w) A^l + fragment`` of each word at its position (vectorized)."""
-        cols = position[:, None] * self.fragment_length + np.arange(self.fragment_length)[None, :]
-        frag = np.take_along_axis(symbols.astype(np.int64), cols, axis=1) @ self._base
-        return self.puzzle_hash(codes) * (self.codec.symbols ** self.fragment_length) + frag
+        A, n = self.codec.symbols, symbols.shape[0]
+        flat = np.ascontiguousarray(symbols).reshape(-1)
+        start = np.arange(n, dtype=np.int64) * symbols.shape[1] + position * self.fragment_length
+        key = self.puzzle_hash(codes)
+        for j in range(self.fragment_length):  # symbols of the fragment, most significant first
+            key *= A
+            key += flat[start + j]
+        return key
 
     def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
         sym = self.codec.symbols_of(values)
