@@ -127,13 +127,13 @@ def _lazy_words(n_words: int, digits: list[int], draw, out: np.ndarray) -> None:
             np.bitwise_xor(u, w, out=u)
     if not tail:
         return
-    idx = np.flatnonzero(u)
+    idx = np.flatnonzero(u != 0)  # (a boolean mask: several times faster than on the words)
     us = u[idx]
     rs = np.zeros_like(us)
     for j, b in enumerate(tail):
         if j and j % _COMPACT_EVERY == 0:
             r[idx] |= rs
-            keep = np.flatnonzero(us)
+            keep = np.flatnonzero(us != 0)
             idx, us = idx[keep], us[keep]
             rs = np.zeros_like(us)
         if idx.size == 0:

@@ -270,8 +270,10 @@ def grouped_bit_sums(packed: np.ndarray, groups: np.ndarray, n_groups: int, n_bi
     block_group = np.repeat(np.arange(n_groups), blocks)
     per = max(1, int(chunk) // _BLOCK)  # blocks per chunk
     rows_buf = np.empty((per * _BLOCK, nw * 8), dtype=np.uint8)
-    if nb < nw * 8:
+    direct = nb == nw * 8
+    if not direct:
         rows_buf[:, nb:] = 0
+        gather_buf = np.empty((per * _BLOCK, nb), dtype=np.uint8)
     t_buf = np.empty(per * _BLOCK * nw, dtype=np.uint64)
     for b0 in range(0, n_blocks, per):  # chunks of whole blocks
         b1 = min(n_blocks, b0 + per)
@@ -279,7 +281,12 @@ def grouped_bit_sums(packed: np.ndarray, groups: np.ndarray, n_groups: int, n_bi
         s = src[b0 * _BLOCK:b1 * _BLOCK]
         pad = s == n
         rows = rows_buf[:nbk * _BLOCK]
-        rows[:, :nb] = packed[np.where(pad, 0, s)]
+        # np.take into a preallocated buffer: several times faster than fancy indexing and a copy
+        if direct:
+            np.take(packed, np.where(pad, 0, s), axis=0, out=rows)
+        else:
+            np.take(packed, np.where(pad, 0, s), axis=0, out=gather_buf[:rows.shape[0]])
+            rows[:, :nb] = gather_buf[:rows.shape[0]]
         rows[pad] = 0
         W = rows.view(np.uint64)  # (nbk * 255, nw); padding bytes past nb are zero
         t = t_buf[:W.size].reshape(W.shape)
