@@ -241,9 +241,9 @@ def grouped_bit_sums(packed: np.ndarray, groups: np.ndarray, n_groups: int, n_bi
     SWAR over 64-bit words, exact integer counts. The rows of every group are laid out in blocks
     of 255 rows (the last block of a group padded with zero rows, which add nothing). In a block,
     for ``j`` in 0..3, ``(w >> j) & 0x1111..1`` isolates bits ``j`` and ``j + 4`` of every byte in
-    their own 4-bit fields: 15 rows add without carries between fields (<= 15), splitting the
-    fields into byte lanes (``& 0x0F0F..0F``) lets the 17 such partial sums of the block add
-    without overflow (``15 * 17 = 255``). Four passes over the data count all 64 columns of a
+    their own 4-bit fields: 15 rows add without carries between fields (<= 15; rows ``i*17 + r``,
+    ``i < 15``, into partial sum ``r``), splitting the fields into byte lanes (``& 0x0F0F..0F``)
+    lets the 17 partial sums of the block add without overflow (``15 * 17 = 255``). Four passes over the data count all 64 columns of a
     word (eight with one byte lane per bit); the blocks of a group are then added in int64.
     ``chunk`` rows (whole blocks, at least one) are processed at a time.
     """
@@ -295,7 +295,9 @@ def grouped_bit_sums(packed: np.ndarray, groups: np.ndarray, n_groups: int, n_bi
         for j in range(4):  # bits j and j + 4 of every byte
             np.right_shift(W, np.uint64(j), out=t)
             np.bitwise_and(t, _NIBBLE, out=t)
-            s15 = t.reshape(nbk * 17, 15, nw).sum(axis=1, dtype=np.uint64)  # fields <= 15
+            # a block's rows i*17 + r (i < 15) add into slab r: 15 rows, fields <= 15 (contiguous
+            # slabs of 17 rows: about 5x faster in numpy than sums of 15 consecutive rows)
+            s15 = t.reshape(nbk, 15, 17 * nw).sum(axis=1, dtype=np.uint64)
             lo = (s15 & _LOW4).reshape(nbk, 17, nw).sum(axis=1, dtype=np.uint64)  # byte lanes <= 255
             hi = ((s15 >> np.uint64(4)) & _LOW4).reshape(nbk, 17, nw).sum(axis=1, dtype=np.uint64)
             for shift, lanes in ((j, lo), (4 + j, hi)):  # lane b: bit ``shift`` of byte b
