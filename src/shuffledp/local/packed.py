@@ -111,21 +111,27 @@ def _lazy_head(n_words: int, head: list[int], draw, out: np.ndarray) -> np.ndarr
     """
     r = out
     w = draw(n_words)
+    r_zero = not head[0]  # no bit decided 1 yet: ``r`` is written (not updated) at the first digit 1
     if head[0]:  # U < 1/2 decides 1; the rest stay undecided
         np.invert(w, out=r)
         u = w
     else:  # U >= 1/2 decides 0
-        r[...] = 0
         u = np.invert(w, out=w)
     for b in head[1:]:
         w = draw(n_words)
         np.bitwise_and(w, u, out=w)  # still undecided after this digit if b = 1 ...
         if b:  # ... and u & ~w = u ^ (u & w) are decided 1
-            np.bitwise_xor(r, u, out=r)
-            np.bitwise_xor(r, w, out=r)
+            if r_zero:
+                np.bitwise_xor(u, w, out=r)
+                r_zero = False
+            else:
+                np.bitwise_xor(r, u, out=r)
+                np.bitwise_xor(r, w, out=r)
             u = w
         else:  # undecided bits with u_i = 1 > b_i = 0 become 0: u &= ~w
             np.bitwise_xor(u, w, out=u)
+    if r_zero:
+        r[...] = 0
     return u
 
 
