@@ -4,7 +4,9 @@ Same data (Zipf(1.1) words of 3..6 letters over 5000 words, or ``--data wordfreq
 (3, pure-ldp's paper setting) and k (10); shuffledp's mechanisms at their defaults (SFP over CMS
 64 x 1024 at eps/2 + eps/2; PEM and TreeHist over OLH), pure-ldp as configured in its own paper
 experiments (CMS 32 x 1024, fragments of 2, start length 2; its SFP also splits eps/2 + eps/2, its
-PEM and TreeHist use the full eps per report). Reports F1/NCR of the top k, client and server time.
+PEM and TreeHist use the full eps per report). Reports F1/NCR of the top k, client and server time:
+wall clock and CPU time of the process (``time.process_time``; both libraries are single-threaded
+here, and CPU time moves much less than wall time when other jobs share the machine).
 pure-ldp runs in its own virtualenv (``.venv-peers``: numpy<2.3, xxhash<4) in a subprocess with a
 time limit; a case that exceeds it is reported as such. Times on a shared machine: indicative only.
 
@@ -38,12 +40,13 @@ def ours(method: str, values: np.ndarray, eps: float, k: int, max_length: int, s
     mech = heavy_hitter(method, eps, k=k, alphabet="abcdefghijklmnopqrstuvwxyz", max_length=max_length,
                         hash_seed=seed)
     rng = np.random.default_rng(seed)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     rep = mech.randomize(values, rng)
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     est = mech.estimate(mech.aggregate(rep), values.size)
-    t2 = time.perf_counter()
-    return {"labels": list(est.labels), "values": list(est.values), "client_s": t1 - t0, "server_s": t2 - t1}
+    t2, c2 = time.perf_counter(), time.process_time()
+    return {"labels": list(est.labels), "values": list(est.values), "client_s": t1 - t0, "server_s": t2 - t1,
+            "client_cpu_s": c1 - c0, "server_cpu_s": c2 - c1}
 
 
 def peer(method: str, values: np.ndarray, eps: float, k: int, max_length: int, python: str, timeout: float) -> dict:
@@ -85,11 +88,13 @@ def main() -> None:
                      else peer(method, values, args.epsilon, args.k, args.max_length, args.peers_python, args.timeout))
                 row = {"data": args.data, "n": n, "epsilon": args.epsilon, "k": args.k, "method": method, "library": who}
                 if "error" in r:
-                    row.update({"f1": "", "ncr": "", "client_s": "", "server_s": "", "note": r["error"]})
+                    row.update({"f1": "", "ncr": "", "client_s": "", "server_s": "", "client_cpu_s": "",
+                                "server_cpu_s": "", "note": r["error"]})
                 else:
                     m = topk_metrics(r["labels"], r.get("values", [0.0] * len(r["labels"])), values, args.k)
                     row.update({"f1": round(m["f1"], 3), "ncr": round(m["ncr"], 3), "client_s": round(r["client_s"], 3),
-                                "server_s": round(r["server_s"], 3), "note": ""})
+                                "server_s": round(r["server_s"], 3), "client_cpu_s": round(r["client_cpu_s"], 3),
+                                "server_cpu_s": round(r["server_cpu_s"], 3), "note": ""})
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     out = Path(args.out)

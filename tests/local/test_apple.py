@@ -93,6 +93,62 @@ def test_grouped_bit_sums(n, nbits, groups, chunk, rng):
     np.testing.assert_array_equal(got, want)
 
 
+def test_grouped_bit_sums_block_edges_and_full_lanes(rng):
+    """Groups of 0, 1, 254, 255, 256 and 511 rows (the 255-row blocks and their zero padding) and
+    all-ones rows (every 4-bit field reaches 15 and every byte lane 255): exact counts."""
+    sizes = [0, 1, 254, 255, 256, 511, 3]
+    g = np.repeat(np.arange(len(sizes)), sizes)
+    rng.shuffle(g)
+    for nbits in (1024, 13, 72):
+        ones = np.packbits(np.ones((g.size, nbits), dtype=np.uint8), axis=1, bitorder="little")
+        want = np.repeat(np.asarray(sizes, dtype=np.int64)[:, None], nbits, axis=1)
+        for chunk in (1, 255, 1000, 1 << 16):
+            np.testing.assert_array_equal(grouped_bit_sums(ones, g, len(sizes), nbits, chunk=chunk), want)
+        bits = np.packbits(rng.random((g.size, nbits)) < 0.5, axis=1, bitorder="little")
+        want = np.zeros((len(sizes), nbits), dtype=np.int64)
+        np.add.at(want, g, unpack_rows(bits, nbits).astype(np.int64))
+        np.testing.assert_array_equal(grouped_bit_sums(bits, g, len(sizes), nbits, chunk=300), want)
+        wide = np.zeros((g.size, bits.shape[1] + 3), dtype=np.uint8)
+        wide[:, 1:-2] = bits  # a non-contiguous view of the same rows
+        np.testing.assert_array_equal(grouped_bit_sums(wide[:, 1:-2], g, len(sizes), nbits), want)
+
+
+@pytest.mark.parametrize("k,m,d", [(64, 1024, 186624), (5, 1000, 300), (3, 1024, 70000), (4, 16, 1 << 20), (2, 7, 5)])
+def test_query_many_matches_per_matrix_gathers(k, m, d, rng):
+    """All-items hash rows (tables broadcast over the character grid, or per item) equal the
+    family's own values; the packed one-gather query of non-negative integer matrices, the
+    unpacked one (floats, negatives, fields too wide to pack) and ``query`` equal plain gathers."""
+    fam = TabulationHashFamily(k, m, d, seed=3)
+    H = fam(np.arange(k)[:, None], np.arange(d)[None, :])
+    np.testing.assert_array_equal(fam.rows_all_items(np.arange(k)), H)
+    cases = [rng.integers(0, 50, size=(3, k, m)), rng.integers(-50, 50, size=(2, k, m)),
+             rng.integers(0, 1 << 40, size=(2, k, m)), rng.random((2, k, m))]
+    for Gs in cases:
+        want = np.stack([np.take_along_axis(G, H, axis=1).sum(axis=0, dtype=np.float64) for G in Gs])
+        got = fam.query_many(Gs)
+        if Gs.dtype.kind == "f":
+            np.testing.assert_allclose(got, want, rtol=1e-12)
+        else:
+            np.testing.assert_array_equal(got, want)
+        np.testing.assert_allclose(fam.query(Gs[0]), want[0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("cls", [CountMeanSketch, HadamardCountMeanSketch])
+def test_aggregate_groups_and_query_groups_match_per_group(cls, rng):
+    mech = cls(2.0, 500, k=8, m=64, hash_seed=2)
+    x = rng.integers(0, 500, size=4000)
+    rep = mech.randomize(x, rng)
+    groups = rng.integers(0, 3, size=x.size)
+    got = mech.aggregate_groups(rep, groups, 4)  # group 3 is empty
+    for g in range(4):
+        rows = np.flatnonzero(groups == g)
+        np.testing.assert_array_equal(got[g], mech.aggregate({f: v[rows] for f, v in rep.items()}))
+    ns = [int(np.sum(groups == g)) for g in range(3)]
+    T = mech.query_groups(list(got[:3]), ns)
+    for g in range(3):
+        np.testing.assert_allclose(T[g], mech._query(got[g], ns[g]), rtol=1e-12)
+
+
 @pytest.mark.parametrize("q,nbits", [(0.11920547485351562, 256), (0.3775482177734375, 100), (0.625, 13),
                                      (3 * 2**-20, 64), (0.5, 8), (0.0, 9), (1.0, 9)])
 def test_lazy_bernoulli_law(q, nbits, rng):

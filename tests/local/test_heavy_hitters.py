@@ -251,6 +251,49 @@ def test_aggregate_is_mergeable(name):
         mech.estimate(whole, 701)
 
 
+@pytest.mark.parametrize("sketch", ["cms", "hcms"])
+def test_sfp_one_pass_aggregate_and_fragment_tops_match_per_position(sketch):
+    """The one-pass aggregate over all positions and the fragment tops from one pass of the hash
+    values equal the per-position sketch aggregates and the ``fragment_estimates`` ranking."""
+    mech = SequenceFragmentPuzzle(2.0, sketch=sketch, alphabet="abc", max_length=4, puzzle_bits=3,
+                                  fragment_k=8, fragment_m=32, word_k=4, word_m=16, word_domain=256,
+                                  fragment_top=7, hash_seed=11)
+    rng = np.random.default_rng(4)
+    words = np.array(["".join(w) for L in range(1, 5) for w in itertools.product("abc", repeat=L)])
+    values = rng.choice(words, size=3000, p=np.arange(words.size, 0, -1) / (words.size * (words.size + 1) / 2))
+    rep = mech.randomize(values, rng)
+    stat = mech.aggregate(rep)
+    frag = {f[len("fragment_"):]: v for f, v in rep.items() if f.startswith("fragment_")}
+    for p in range(mech.positions):
+        rows = np.flatnonzero(rep["position"] == p)
+        np.testing.assert_array_equal(mech._piece(stat, p), mech.fragment_sketch.aggregate(take_rows(frag, rows)))
+    tops = mech.fragment_tops(stat)
+    for p in range(mech.positions):
+        c, _ = mech.fragment_estimates(stat, p)
+        np.testing.assert_array_equal(tops[p], np.argsort(-c, kind="stable")[:mech.fragment_top])
+
+
+def test_sfp_min_z_drops_exactly_the_insignificant_candidates():
+    """The default output is the unfiltered ranking less the candidates whose estimate is at most
+    min_z standard errors, in the same order; min_z=None keeps them (false words among them)."""
+    rng = np.random.default_rng(8)
+    words = np.array(["abc", "bca", "cab", "aab", "bba", "ccc", "abca", "bcab"])
+    values = rng.choice(words, size=6000, p=[0.3, 0.2, 0.15, 0.1, 0.1, 0.05, 0.05, 0.05])
+    kw = dict(alphabet="abc", max_length=4, puzzle_bits=2, fragment_k=8, fragment_m=64, word_k=8, word_m=64,
+              word_domain=1024, fragment_top=12, hash_seed=3)
+    every = SequenceFragmentPuzzle(3.0, min_z=None, **kw)
+    stat = every.aggregate(every.randomize(values, rng))
+    all_est = every.estimate(stat)
+    keep = all_est.values > 2.0 * all_est.stderr
+    assert 0 < keep.sum() < keep.size, "the check needs candidates on both sides of the cut"
+    est = SequenceFragmentPuzzle(3.0, **kw).estimate(stat)
+    assert list(est.labels) == [lab for lab, k in zip(all_est.labels, keep) if k]
+    np.testing.assert_array_equal(est.values, all_est.values[keep])
+    assert est.extra["below_min_z"] == int((~keep).sum()) and est.extra["min_z"] == 2.0
+    with pytest.raises(ValidationError, match="min_z"):
+        SequenceFragmentPuzzle(3.0, min_z=-1.0, **kw)
+
+
 # ------------------------------------------------------------------------- bad input
 def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValidationError, match="values"):

@@ -17,6 +17,7 @@ from sqlalchemy import select
 
 from shuffledp.core.errors import ValidationError
 from shuffledp.core.privacy import round_up
+from shuffledp.accounting.shuffle import min_batch_for_target
 from shuffledp.accounting.shuffle import shuffled_batch_epsilon as central_epsilon
 from shuffledp.service.analyzer import (AnalyzerState, _ledger_windows, estimates, ingest_batch,
                                         max_reports_per_user)
@@ -296,3 +297,63 @@ def test_client_policy_accepts_valid_values_and_bad_stored_configs_are_refused()
     o["client_policy"]["memoize"] = "no"
     with pytest.raises(ValidationError):
         TaskConfig.from_json(o)
+
+
+# ------------------------------------------------------------------ 6: longitudinal tasks
+def _irr_formula(eps_perm: float, eps_one: float) -> float:
+    """The papers' IRR budget, computed here from its closed form (not from the mechanism)."""
+    return math.log((math.exp(eps_perm + eps_one) - 1) / (math.exp(eps_perm) - math.exp(eps_one)))
+
+
+@pytest.mark.parametrize("name, params", [("l_grr", {"d": 16, "epsilon_one": 1.0}),
+                                          ("loloha", {"d": 64, "epsilon_one": 1.0, "g": 5}),
+                                          ("l_grr", {"d": 4, "epsilon_one": 0.2})])
+def test_longitudinal_batches_are_sized_and_amplified_from_the_fresh_layer(name, params):
+    """L-GRR / LOLOHA tasks: eps0 = epsilon_irr (the fresh GRR's loss on the permanent symbol, below
+    eps_perm here), not eps_perm (conservative) nor epsilon_one (not composable over batches that
+    share permanent answers); batch size, batch statement and min batch follow it."""
+    eps_perm = 2.0 if params["epsilon_one"] == 1.0 else 3.0
+    spec = {"kind": "frequency", "name": name, "epsilon": eps_perm, "params": params}
+    cfg = create_task_config(name="long", mechanism=spec, target_central={"eps": 1.0, "delta": DELTA},
+                             min_batch_size_floor=10)
+    irr = _irr_formula(eps_perm, params["epsilon_one"])
+    assert irr < eps_perm
+    # the realized loss of the calibrated (2^-53 grid, rounded down) fresh layer, rounded up
+    assert irr - 1e-9 <= cfg.eps_local <= irr + 1e-12
+    assert cfg.eps_local == cfg.mechanism_object().epsilon_irr
+    assert cfg.min_batch_size == max(10, math.ceil(min_batch_for_target(cfg.eps_local, 1.0, DELTA)))
+    assert cfg.min_batch_size < math.ceil(min_batch_for_target(eps_perm, 1.0, DELTA))
+    st, _ = cfg.batch_privacy(cfg.min_batch_size)
+    assert st.eps == central_epsilon(cfg.eps_local, cfg.min_batch_size, DELTA)[0] <= 1.0
+    st, _ = cfg.batch_privacy(cfg.min_batch_size - 1)
+    assert st.model == "local" and st.eps == cfg.eps_local
+
+
+@pytest.mark.parametrize("name, params", [("l_oue", {"d": 16, "epsilon_one": 1.0}), ("dbitflip", {"d": 16}),
+                                          ("l_grr", {"d": 16, "epsilon_one": 1.9})])
+def test_longitudinal_batches_keep_eps_perm_without_a_smaller_fresh_layer_loss(name, params):
+    """L-OUE (bit-vector answers) and dBitFlip (no fresh layer) have no single-symbol fresh layer;
+    L-GRR with eps_1 near eps_perm has epsilon_irr > eps_perm: eps0 stays the task's epsilon."""
+    spec = {"kind": "frequency", "name": name, "epsilon": 2.0, "params": params}
+    cfg = create_task_config(name="long", mechanism=spec, target_central={"eps": 1.0, "delta": DELTA},
+                             min_batch_size_floor=10)
+    if name == "l_grr":
+        assert _irr_formula(2.0, 1.9) > 2.0 and cfg.mechanism_object().epsilon_irr > 2.0
+    assert cfg.eps_local == 2.0
+    assert cfg.min_batch_size == max(10, math.ceil(min_batch_for_target(2.0, 1.0, DELTA)))
+
+
+def test_sdk_accepts_the_longitudinal_min_batch_size(tmp_path):
+    """The client recomputes the minimum batch from the same eps0: an L-GRR task is accepted, and a
+    batch size one below it is refused."""
+    spec = {"kind": "frequency", "name": "l_grr", "epsilon": 2.0, "params": {"d": 16, "epsilon_one": 1.0}}
+    cfg = create_task_config(name="long", mechanism=spec, target_central={"eps": 1.0, "delta": DELTA},
+                             min_batch_size_floor=10)
+    from shuffledp.service.hpke import generate_key_pair
+    from shuffledp.service.wire import KeyConfig
+    key = KeyConfig(1, generate_key_pair()[1])
+    got, _ = fetch_task(_serve(cfg, key), "http://an", cfg.task_id)
+    assert got.min_batch_size == cfg.min_batch_size
+    with pytest.raises(ConfigError, match=f"need at least {cfg.min_batch_size}"):
+        fetch_task(_serve(TaskConfig(**{**cfg.__dict__, "min_batch_size": cfg.min_batch_size - 1}), key),
+                   "http://an", cfg.task_id)

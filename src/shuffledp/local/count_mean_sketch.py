@@ -157,6 +157,16 @@ class CountMeanSketch(CountMeanSketchBase):
         out[:, self.m] = np.bincount(j, minlength=self.k)
         return out
 
+    def aggregate_groups(self, reports: Reports, groups: Any, n_groups: int) -> np.ndarray:
+        """``(n_groups, k, m+1)`` int64: :meth:`aggregate` of the reports of every group
+        (``groups[i]`` in ``[0, n_groups)`` the group of report ``i``), in one pass over the bits."""
+        j = np.asarray(reports["j"]).astype(np.int64, copy=False)
+        cell = np.asarray(groups, dtype=np.int64) * self.k + j
+        out = np.empty((n_groups * self.k, self.m + 1), dtype=np.int64)
+        out[:, :self.m] = grouped_bit_sums(reports["bits"], cell, n_groups * self.k, self.m)
+        out[:, self.m] = np.bincount(cell, minlength=n_groups * self.k)
+        return out.reshape(n_groups, self.k, self.m + 1)
+
     def _statistic_shape(self) -> tuple[int, ...]:
         return (self.k, self.m + 1)
 
@@ -185,6 +195,19 @@ class CountMeanSketch(CountMeanSketchBase):
             raise ValidationError(f"n={n} does not match the {total} reports in the statistic", parameter="n")
         # T(x) = (1/k) sum_l M[l, h_l(x)] = c sum_l S[l, h_l(x)] - (c - 1) n / 2
         return self.c * self._family_query(stat[:, :self.m]) - (self.c - 1) * n / 2
+
+    def query_groups(self, statistics: Any, ns: Any) -> np.ndarray:
+        """``T(x)`` of :meth:`_query` for every item under each of several statistics (``ns[g]``
+        reports in ``statistics[g]``): ``(len(ns), d)``, the hash values computed once for all."""
+        stats = [self._check_statistic(s) for s in statistics]
+        for s, n in zip(stats, ns):
+            if int(s[:, self.m].sum()) != int(n):
+                raise ValidationError(f"n={n} does not match the {int(s[:, self.m].sum())} reports in the "
+                                      f"statistic", parameter="n")
+        if not stats:
+            return np.zeros((0, self.d))
+        S = np.stack([s[:, :self.m] for s in stats])
+        return self.c * self.family.query_many(S) - (self.c - 1) * np.asarray(ns, dtype=np.float64)[:, None] / 2
 
     def _count_variance(self, n: float, f: Any, s2: Any) -> Any:
         m, k, c = self.m, self.k, self.c

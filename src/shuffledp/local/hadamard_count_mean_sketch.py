@@ -120,6 +120,18 @@ class HadamardCountMeanSketch(CountMeanSketchBase):
         tot = np.bincount(cell, minlength=self.k * self.m)
         return (2 * pos - tot).astype(np.int64).reshape(self.k, self.m)
 
+    def aggregate_groups(self, reports: Reports, groups: Any, n_groups: int) -> np.ndarray:
+        """``(n_groups, k, m)`` int64: :meth:`aggregate` of the reports of every group
+        (``groups[i]`` in ``[0, n_groups)`` the group of report ``i``)."""
+        j = np.asarray(reports["j"]).astype(np.int64, copy=False)
+        l = np.asarray(reports["l"]).astype(np.int64, copy=False)
+        w = np.asarray(reports["w"])
+        cell = (np.asarray(groups, dtype=np.int64) * self.k + j) * self.m + l
+        size = n_groups * self.k * self.m
+        pos = np.bincount(cell[w > 0], minlength=size)
+        tot = np.bincount(cell, minlength=size)
+        return (2 * pos - tot).astype(np.int64).reshape(n_groups, self.k, self.m)
+
     def _statistic_shape(self) -> tuple[int, ...]:
         return (self.k, self.m)
 
@@ -143,6 +155,14 @@ class HadamardCountMeanSketch(CountMeanSketchBase):
         stat = self._check_statistic(statistic).astype(np.int64)
         W = fwht(stat, axis=1) if self.device == "cpu" else fwht_device(stat, self.device)  # exact integers
         return self.c * self._family_query(W)
+
+    def query_groups(self, statistics: Any, ns: Any) -> np.ndarray:
+        """``T(x)`` of :meth:`_query` for every item under each of several statistics:
+        ``(len(ns), d)``, the hash values computed once for all."""
+        W = [fwht(self._check_statistic(s).astype(np.int64), axis=1) for s in statistics]
+        if not W:
+            return np.zeros((0, self.d))
+        return self.c * self.family.query_many(np.stack(W))
 
     def _count_variance(self, n: float, f: Any, s2: Any) -> Any:
         m, k, c = self.m, self.k, self.c

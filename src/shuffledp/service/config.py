@@ -365,11 +365,27 @@ class TaskConfig:
 
     @property
     def eps_local(self) -> float:
+        """eps0: the local guarantee of one report that a batch's amplification, the batch sizing and
+        the group and composition bounds take (``inf`` without local randomization).
+
+        The mechanism's ``epsilon``; for a longitudinal oracle whose fresh layer is one channel of
+        loss ``epsilon_irr`` on the whole permanent answer (L-GRR, LOLOHA), ``min(epsilon,
+        epsilon_irr)``. Why ``epsilon_irr`` and not the one-report ``epsilon_one`` (docs/longitudinal.md,
+        "Shuffled batches of longitudinal reports"): the permanent answer ``B = f(x, Z)`` is a function
+        of the data and of randomness ``Z`` that does not depend on the data, so given ``Z`` every
+        report is an independent ``epsilon_irr``-LDP randomization of some input: each batch is the
+        shuffle of independent ``epsilon_irr``-LDP reports, batches are independent mechanisms (basic
+        composition over them holds) and averaging over ``Z`` keeps every (eps, delta) bound. The
+        ``epsilon_one`` bound holds for one batch alone, but batches share the permanent answers, so
+        composing per-batch bounds computed from it is not valid.
+        """
         if self.protocol is not None:
             lr = self.protocol_object().local_randomizer
             return float(lr.epsilon) if lr is not None else math.inf
         if self.mechanism.get("kind") in ("test", "central"):
             return math.inf
+        if self.mechanism.get("kind") == "frequency" and _is_longitudinal_oracle(self.mechanism.get("name")):
+            return report_epsilon(self.mechanism, self.mechanism_object(shared=True))
         return float(self.mechanism.get("epsilon", math.inf))
 
     def batch_privacy(self, n: int) -> tuple[PrivacyStatement, str]:
@@ -395,6 +411,24 @@ class TaskConfig:
         return (PrivacyStatement(eps, delta if eps < self.eps_local else 0.0, "shuffle", "replace_one",
                                  gamma=self.honest_fraction,
                                  note=f"batch of {n} valid reports, {method}"), method)
+
+
+def report_epsilon(spec: dict, mech: Any) -> float:
+    """eps0 of one report of the local oracle ``mech`` built from ``spec`` (:attr:`TaskConfig.eps_local`):
+    its ``epsilon``, or ``min(epsilon, epsilon_irr)`` for a longitudinal oracle with a fresh layer of
+    loss ``epsilon_irr`` on the whole permanent answer."""
+    eps = float(spec.get("epsilon", math.inf))
+    irr = getattr(mech, "epsilon_irr", None)
+    if spec.get("kind") == "frequency" and _is_longitudinal_oracle(spec.get("name")) and irr is not None:
+        eps = min(eps, float(irr))
+    return eps
+
+
+def _is_longitudinal_oracle(name: Any) -> bool:
+    """Whether ``name`` is a longitudinal frequency oracle of the registry (shuffledp.local.longitudinal)."""
+    from ..local.registry import FREQUENCY_ORACLES
+
+    return isinstance(name, str) and FREQUENCY_ORACLES.get(name.lower(), "").startswith("longitudinal.")
 
 
 def _check(cond: bool, msg: str, param: str) -> None:
@@ -462,8 +496,8 @@ def _create_mechanism_task(*, name: str, mechanism: Any, target_central: Any, ce
     central = mechanism.get("kind") == "central"
     n_min = common["min_batch_size_floor"]
     if not (test_only or central):
-        n_min = max(n_min, math.ceil(min_batch_for_target(float(mech.epsilon), eps_c, delta)
-                                     / common["honest_fraction"]))
+        eps0 = report_epsilon(mechanism, mech)  # as TaskConfig.eps_local
+        n_min = max(n_min, math.ceil(min_batch_for_target(eps0, eps_c, delta) / common["honest_fraction"]))
         k = common["client_policy"].max_reports_per_window
         _check(group_privacy_or_none(eps_c, delta, k) is not None,
                f"client_policy.max_reports_per_window = {k} makes the target vacuous: by group privacy the "

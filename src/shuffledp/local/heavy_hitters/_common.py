@@ -125,6 +125,10 @@ class StringCodec:
         self._lookup = np.full(int(cps.max()) + 2, OUTSIDE, dtype=np.uint32)   # code point -> symbol
         self._lookup[0] = 0
         self._lookup[cps] = np.arange(1, cps.size + 1)
+        # the same table in uint8 (sentinel 255) when every symbol fits: no widening, no final cast
+        self._outside = OUTSIDE if self.symbols > 255 else np.uint8(255)
+        self._table = self._lookup if self.symbols > 255 else \
+            np.where(self._lookup == OUTSIDE, 255, self._lookup).astype(np.uint8)
 
     def symbols_of(self, values: Any) -> np.ndarray:
         """``(n, L)`` uint8 symbol matrix of ``values`` (str or bytes array; bytes read as Latin-1)."""
@@ -137,12 +141,12 @@ class StringCodec:
             cp = np.ascontiguousarray(arr.astype(f"U{L}")).view(np.uint32).reshape(arr.shape[0], L)
         else:
             cp = np.ascontiguousarray(arr.astype(f"S{L}")).view(np.uint8).reshape(arr.shape[0], L)
-        # code point -> symbol through a table over [0, largest code point of the alphabet]
-        # (padding NUL -> 0, a character outside the alphabet -> the sentinel OUTSIDE)
-        lut = self._lookup
+        # code point -> symbol through a table over [0, largest code point of the alphabet + 1]
+        # (padding NUL -> 0; a character outside the alphabet -> the sentinel, which is the table's
+        # last entry, where every code point past the table is clipped to)
+        lut = self._table
         sym = lut[np.minimum(cp, lut.size - 1)]
-        sym[cp >= lut.size] = OUTSIDE
-        bad = sym == OUTSIDE
+        bad = sym == self._outside
         if np.any(bad):
             r, c = np.argwhere(bad)[0]
             raise ValidationError(f"values[{r}] has the character {chr(int(cp[r, c]))!r} outside the alphabet "
@@ -150,7 +154,7 @@ class StringCodec:
         # a NUL inside a word (padding followed by a character) cannot be represented
         if L > 1 and np.any((sym[:, :-1] == 0) & (sym[:, 1:] != 0)):
             raise ValidationError("values must not contain NUL characters", parameter="values")
-        return sym.astype(np.uint8)
+        return sym.astype(np.uint8, copy=False)
 
     def encode(self, values: Any) -> np.ndarray:
         """int64 codes (module docstring) of ``values``."""
@@ -158,8 +162,12 @@ class StringCodec:
 
     def codes_of(self, symbols: np.ndarray) -> np.ndarray:
         """int64 codes of an ``(n, L)`` symbol matrix."""
-        sym = np.asarray(symbols).astype(np.int64)
-        return (sym << self._shifts[None, :]).sum(axis=1) if sym.size else np.zeros(sym.shape[0], np.int64)
+        sym = np.asarray(symbols)
+        code = np.zeros(sym.shape[0], dtype=np.int64)
+        for i in range(sym.shape[1]):  # L columns, most significant first: one shift-or each
+            code <<= self.symbol_bits
+            code |= sym[:, i]
+        return code
 
     def symbol_matrix(self, codes: Any) -> np.ndarray:
         """``(n, L)`` symbols of int64 codes."""
