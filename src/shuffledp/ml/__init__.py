@@ -6,10 +6,13 @@
   and DP-SGD noise calibration.
 - :mod:`shuffledp.ml.pate`: PATE (Papernot et al. 2017, 2018) with LNMax / GNMax /
   Confident-GNMax aggregation and data-independent / data-dependent RDP analysis.
+- :mod:`shuffledp.ml.dp_gan` and :mod:`shuffledp.ml.pate_gan`: synthetic tabular data from a GAN
+  whose discriminator is trained with DP-SGD (DP-GAN), or whose student discriminator learns from
+  noisy teacher votes (PATE-GAN, Jordon et al. 2019).
 - :mod:`shuffledp.ml.membership_inference` and :mod:`shuffledp.ml.audit`: membership-inference
   attacks and empirical lower bounds on epsilon.
 
-scikit-learn is needed by every module here; PyTorch and Opacus only by
-:mod:`shuffledp.ml.accounting`'s Opacus classes (extra ``shuffledp[ml]``). Nothing below this
-layer imports it.
+scikit-learn is needed by every module here; PyTorch and Opacus by
+:mod:`shuffledp.ml.accounting`'s Opacus classes and :mod:`shuffledp.ml.dp_gan`, PyTorch by
+:mod:`shuffledp.ml.pate_gan` (extra ``shuffledp[ml]``). Nothing below this layer imports it.
 """
