@@ -70,7 +70,26 @@ class TabularGenerator(nn.Module):
         y = torch.where(torch.rand(n, 1, generator=gen) < self.label_prior, 1.0, -1.0)
         return torch.cat([self.net(torch.cat([z, y], 1)), y], 1)
 
-    def sample(self, n: int, gen: torch.Generator) -> np.ndarray:
-        """``n`` rows clamped to [-1, 1]^d (post-processing)."""
+    def update_average(self, decay: float) -> None:
+        """Exponential moving average of the weights (``decay`` in (0, 1); 0 turns it off)."""
+        if decay <= 0.0:
+            return
         with torch.no_grad():
+            if not hasattr(self, "_average"):
+                self._average = [p.detach().clone() for p in self.net.parameters()]
+            for a, p in zip(self._average, self.net.parameters()):
+                a.mul_(decay).add_(p, alpha=1.0 - decay)
+
+    def sample(self, n: int, gen: torch.Generator) -> np.ndarray:
+        """``n`` rows clamped to [-1, 1]^d (post-processing), from the averaged weights if kept."""
+        with torch.no_grad():
+            if hasattr(self, "_average"):
+                current = [p.detach().clone() for p in self.net.parameters()]
+                for a, p in zip(self._average, self.net.parameters()):
+                    p.copy_(a)
+                try:
+                    return self(n, gen).clamp(-1.0, 1.0).numpy()
+                finally:
+                    for c, p in zip(current, self.net.parameters()):
+                        p.copy_(c)
             return self(n, gen).clamp(-1.0, 1.0).numpy()

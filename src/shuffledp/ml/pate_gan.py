@@ -191,6 +191,9 @@ class PateGAN:
     label_prior : float
         Probability of the label +1 in generated rows (``conditional`` only).
     latent_dim, hidden, lr : network sizes and Adam's learning rate.
+    generator_average : float
+        Samples come from an exponential moving average of the generator's weights with this decay
+        (post-processing; 0 uses the last weights).
     random_state : None, int or numpy Generator
         None: cryptographic noise and partition; a seed is for simulation only.
     """
@@ -201,6 +204,7 @@ class PateGAN:
                  query_batch_size: int = 8, replay: int = 4096, probe_fraction: float = 0.5,
                  max_iterations: int | None = None, conditional: bool = False, label_prior: float = 0.5,
                  latent_dim: int = 8, hidden: int = 32, lr: float = 1e-3,
+                 generator_average: float = 0.995,
                  random_state: Any = None) -> None:
         if aggregator not in ("gnmax", "lnmax"):
             raise ValidationError(f"aggregator must be 'gnmax' or 'lnmax', got {aggregator!r}", parameter="aggregator")
@@ -223,6 +227,7 @@ class PateGAN:
         self.latent_dim = check_positive_int(latent_dim, "latent_dim")
         self.hidden = check_positive_int(hidden, "hidden")
         self.lr = check_real(lr, "lr", low=0.0, low_open=True)
+        self.generator_average = check_real(generator_average, "generator_average", low=0.0, high=1.0, high_open=True)
         self.rng = as_generator(random_state)
 
     @property
@@ -314,6 +319,7 @@ class PateGAN:
                 g = self.generator_(self.batch_size, gen)
                 bce(student(g).squeeze(1), torch.ones(self.batch_size)).backward()  # student's params not stepped
                 opt_g.step()
+                self.generator_.update_average(self.generator_average)
         self.student_ = student
         N = T * per_iteration
         eps = pate_gan_epsilon(self.aggregator, self.noise, N, self.delta)
