@@ -15,7 +15,7 @@ def register(app: typer.Typer, experiment_app: typer.Typer) -> None:
     @experiment_app.command("learning")
     def learning(
         quick: bool = typer.Option(False, "--quick", help="small grids (about half a minute on 2 cores)"),
-        full: bool = typer.Option(False, "--full", help="the documented grids (about 6 minutes on 2 shared cores, most of it the GANs)"),
+        full: bool = typer.Option(False, "--full", help="the documented grids (2.5-6 minutes on 2 shared cores, most of it the GANs)"),
         out: Path | None = typer.Option(None, "--out", help="output folder (CSV, PNG, index.html); default "
                                                             "results/private_learning for --full, "
                                                             "results/private_learning-quick for --quick"),
