@@ -11,7 +11,11 @@ data-independent random assignment of row indices. Each iteration
    teachers (real / generated) through the PATE aggregators of :mod:`shuffledp.ml.pate` --
    ``"gnmax"`` (Gaussian noise, Papernot et al. 2018) or ``"lnmax"`` (Laplace noise, Papernot et
    al. 2017, the paper's choice);
-3. takes a generator step against the student.
+3. takes generator steps against the student.
+
+Beyond the paper (all free in privacy, see :class:`PateGAN`): the student also replays earlier
+released labels, part of each query batch is uniform probes of the box, and samples come from a
+moving average of the generator's weights.
 
 Privacy (replace-one neighbours, the partition of indices fixed). Replacing one private row changes
 the data of one teacher only, for the whole run, so in every query one vote moves: the vote
@@ -180,8 +184,9 @@ class PateGAN:
         generator (data-independent queries, same cost per query): they show the student where the
         teachers see real rows away from the generator's current samples. 0 is the paper's choice.
     teacher_steps, student_steps, generator_steps : int
-        Steps per iteration (the paper's ``n_T``, ``n_S`` and one generator step); an iteration asks
-        ``student_steps * query_batch_size`` queries. Generator steps read only the student: free.
+        Steps per iteration (the paper's ``n_T`` and ``n_S``; the paper makes one generator step); an
+        iteration asks ``student_steps * query_batch_size`` queries. Teacher and generator steps ask
+        none: they only change how much each query buys.
     max_iterations : int, optional
         Stop earlier than the budget allows (the statement is then that of the iterations run).
     conditional : bool
@@ -196,6 +201,9 @@ class PateGAN:
         (post-processing; 0 uses the last weights).
     random_state : None, int or numpy Generator
         None: cryptographic noise and partition; a seed is for simulation only.
+
+    The defaults of the steps, ``query_batch_size``, ``replay``, ``probe_fraction``, ``hidden`` and
+    ``generator_average`` were chosen on a public two-blob problem (docs/private-learning.md).
     """
 
     def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, *, n_teachers: int = 20,
