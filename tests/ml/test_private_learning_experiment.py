@@ -28,12 +28,12 @@ def test_parts_and_report(tmp_path, monkeypatch):
 def test_gan_table_and_report(tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("opacus")
-    rows = P.gan_table([0.5, 3.0], 1, dp_gan_epochs=2)
+    rows = P.gan_table([0.2, 3.0], 1, dp_gan_epochs=2)
     assert [r["method"] for r in rows] == ["non-private (real rows)"] + ["DP-GAN"] * 2 + ["PATE-GAN"] * 2
     for r in rows[1:]:
         if r["runs"]:
             assert r["eps"] <= r["target_eps"] and 0.0 <= r["tstr_accuracy"] <= 1.0
-    # PATE-GAN at eps = 0.5 cannot pay for one iteration (8 queries at sigma = 25): reported, not run
+    # PATE-GAN at eps = 0.2 cannot pay for one iteration (8 queries at sigma = 50): reported, not run
     assert rows[3]["runs"] == 0 and rows[3]["detail"] == "budget below one iteration"
     assert rows[4]["runs"] == 1 and rows[4]["detail"].endswith("iterations")
     res = {"gan": rows}
