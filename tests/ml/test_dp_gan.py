@@ -79,3 +79,24 @@ def test_dp_gan_bad_input():
     with pytest.raises(ValidationError) as e:
         DPGAN(1.0, conditional=True).fit(np.zeros((10, 3)))
     assert e.value.parameter == "X"
+
+
+def test_real_rows_are_clipped_per_example_and_every_step_noised(monkeypatch):
+    # Spy on the noise step: the summed real-row gradient must be a sum of per-example gradients of
+    # norm <= C (so its norm is <= C * batch), and every one of the planned steps must reach it.
+    seen = []
+    original = _NumpyNoiseDPOptimizer.add_noise
+
+    def spy(self):
+        batch = self.params[0].grad_sample.shape[0]
+        per_example = torch.cat([p.grad_sample.reshape(batch, -1) for p in self.params], 1).norm(dim=1)
+        total = torch.cat([p.summed_grad.reshape(-1) for p in self.params]).norm()
+        seen.append((batch, float(per_example.max()) if batch else 0.0, float(total)))
+        original(self)
+
+    monkeypatch.setattr(_NumpyNoiseDPOptimizer, "add_noise", spy)
+    res = DPGAN(2.0, epochs=1, batch_size=30, hidden=8, max_grad_norm=0.05, seed=1).fit(_rows(300))
+    assert len(seen) == res.discriminator_steps == 10
+    assert any(raw > 0.05 for _, raw, _ in seen)  # clipping is active at this C
+    for batch, _, total in seen:
+        assert total <= 0.05 * batch * (1 + 1e-5)
