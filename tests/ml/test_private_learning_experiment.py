@@ -23,3 +23,20 @@ def test_parts_and_report(tmp_path, monkeypatch):
     figs = P._figures(res, tmp_path)
     html = P._html(res, tmp_path, figs).read_text()
     assert "Membership inference" in html and (tmp_path / "audit.png").exists()
+
+
+def test_gan_table_and_report(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("opacus")
+    rows = P.gan_table([0.2, 3.0], 1, dp_gan_epochs=2)
+    assert [r["method"] for r in rows] == ["non-private (real rows)"] + ["DP-GAN"] * 2 + ["PATE-GAN"] * 2
+    for r in rows[1:]:
+        if r["runs"]:
+            assert r["eps"] <= r["target_eps"] and 0.0 <= r["tstr_accuracy"] <= 1.0
+    # PATE-GAN at eps = 0.2 cannot pay for one iteration (8 queries at sigma = 50): reported, not run
+    assert rows[3]["runs"] == 0 and rows[3]["detail"] == "budget below one iteration"
+    assert rows[4]["runs"] == 1 and rows[4]["detail"].endswith("iterations")
+    res = {"gan": rows}
+    figs = P._figures(res, tmp_path)
+    assert figs == ["gan_tstr.png"] and (tmp_path / "gan_tstr.png").exists()
+    assert "PATE-GAN" in P._html(res, tmp_path, figs).read_text()

@@ -8,10 +8,13 @@
   Confident-GNMax aggregation and data-independent / data-dependent RDP analysis;
   :mod:`shuffledp.ml.pate_smooth_sensitivity`: publishing the data-dependent cost privately
   (smooth sensitivity, Papernot et al. 2018).
+- :mod:`shuffledp.ml.dp_gan` and :mod:`shuffledp.ml.pate_gan`: synthetic tabular data from a GAN
+  whose discriminator is trained with DP-SGD (DP-GAN), or whose student discriminator learns from
+  noisy teacher votes (PATE-GAN, Jordon et al. 2019).
 - :mod:`shuffledp.ml.membership_inference` and :mod:`shuffledp.ml.audit`: membership-inference
   attacks and empirical lower bounds on epsilon.
 
-scikit-learn is needed by every module here; PyTorch and Opacus only by
-:mod:`shuffledp.ml.accounting`'s Opacus classes (extra ``shuffledp[ml]``). Nothing below this
-layer imports it.
+scikit-learn is needed by every module here; PyTorch and Opacus by
+:mod:`shuffledp.ml.accounting`'s Opacus classes and :mod:`shuffledp.ml.dp_gan`, PyTorch by
+:mod:`shuffledp.ml.pate_gan` (extra ``shuffledp[ml]``). Nothing below this layer imports it.
 """
