@@ -434,7 +434,7 @@ def test_thousand_reports_per_window_ingest_and_estimate(tmp_path, kind):
         try:
             base = create_task_config(name="k1000", mechanism=GRR, target_central={"eps": 1.0, "delta": 1e-8},
                                       time_precision=3600, batch_window=3600)
-            cfg = dataclasses.replace(base, client_policy=ClientPolicy(1000, 1000, True))
+            cfg = dataclasses.replace(base, client_policy=ClientPolicy(1000, 1000, False))
             an.add_task(cfg)
             assert cfg.min_batch_size <= 600
             now = time.time()

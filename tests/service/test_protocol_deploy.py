@@ -108,7 +108,7 @@ def _deploy_and_check(name: str, tmp_path, storage: dict) -> None:
             v = x[i].tolist() if kind == "multi" else x[i].item()
             c.report(v, now=now)
             assert c.flush()["left"] == 0
-            sdk_msgs.append(c.memoized_message(v))
+            sdk_msgs.append(c.last_message)
             c.close()
         pts, _route, _acked = upload_protocol_users(http, cfg, key, dep.shuffler_urls, x[SDK_USERS:], now)
         dep.tick(close_current=True)

@@ -120,7 +120,7 @@ def test_task_creation_fails_when_target_unreachable(dep):
 
 
 def test_sdk_budget_memoization_and_test_mechanism_refusal(dep, tmp_path):
-    t = grr_task(dep)
+    t = grr_task(dep, client_policy={"max_reports_per_window": 1, "max_reports_per_day": 1, "memoize": True})
     tid = bytes.fromhex(t["task_id"])
     c = ShuffleDPClient(dep.analyzer.url, dep.shuffler.url, tid, tmp_path / "c.db")
     now = 1_700_000_000.0

@@ -438,18 +438,22 @@ def protocol_statement(cfg: TaskConfig, p: Any, n_users: int, n_bad: int) -> Pri
     Envelopes that failed a check (``n_bad``) may each have been some user's only message, so
     ``n_users - n_bad`` users at least hide every user, and a ``honest_fraction`` of them is
     trusted: ``p.privacy(floor((n_users - n_bad) * honest_fraction))``. Where the protocol states
-    nothing for so few users (or none are left), the local guarantee of its randomizer is stated
-    (no guarantee without one). Local- and central-model guarantees do not depend on n.
+    nothing for so few users (or none are left), or where its clients re-send memoized messages
+    (:attr:`TaskConfig.reports_repeat`), the local guarantee of its randomizer is stated (no
+    guarantee without one). Local- and central-model guarantees do not depend on n.
     """
     n_eff = int(math.floor(max(0, n_users - n_bad) * cfg.honest_fraction))
     if p.model != "shuffle":
         return p.privacy(max(1, n_eff))
-    if n_eff >= 1:
-        try:
-            return p.privacy(n_eff)
-        except (ValidationError, ValueError, ArithmeticError):
-            pass
-    why = f"{p.name} states no shuffle guarantee for {n_eff} user(s) (of {n_users}, {n_bad} bad envelope(s))"
+    if cfg.reports_repeat:   # memoized messages re-sent across windows: batches can be differenced
+        why = f"{p.name}: memoized messages repeat across batches (batches can be differenced)"
+    else:
+        if n_eff >= 1:
+            try:
+                return p.privacy(n_eff)
+            except (ValidationError, ValueError, ArithmeticError):
+                pass
+        why = f"{p.name} states no shuffle guarantee for {n_eff} user(s) (of {n_users}, {n_bad} bad envelope(s))"
     if math.isfinite(cfg.eps_local):
         return PrivacyStatement(cfg.eps_local, 0.0, "local", "replace_one", note=why + "; local guarantee only")
     return PrivacyStatement(math.inf, 0.0, "local", note=why + "; no local randomizer: no guarantee")

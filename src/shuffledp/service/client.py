@@ -327,6 +327,9 @@ class ShuffleDPClient:
             self.db.execute("ALTER TABLE outbox ADD COLUMN shuffler INTEGER NOT NULL DEFAULT 0")
             self.db.execute("ALTER TABLE outbox ADD COLUMN kind INTEGER NOT NULL DEFAULT 0")
         self.memo = _SealedMemo(self.db, _memo_key(state_path, memo_key), self.cfg.task_id)
+        #: the message of this process's last queued report, ``{field: [rows, dtype]}`` (the user's
+        #: own randomized output, kept in memory only; ``None`` before the first report)
+        self.last_message: dict | None = None
         self._longitudinal = self.mech is not None and _is_longitudinal(self.mech)
         #: the longitudinal view of the mechanism (RAPPOR through an adapter: cohort as setup, PRR as
         #: the permanent answer, IRR fresh per report)
@@ -471,6 +474,7 @@ class ShuffleDPClient:
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
+        self.last_message = _encode_message(rep)
         return d
 
     def _sealed_rows(self, rep: dict[str, np.ndarray], now: float) -> list[tuple[bytes, bytes, bytes | None, int, int]]:

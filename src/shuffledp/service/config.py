@@ -253,7 +253,9 @@ class ClientPolicy:
 
     max_reports_per_window: int = 1
     max_reports_per_day: int = 1
-    memoize: bool = True
+    #: re-send one randomized message per value (bounded local loss over any number of reports, but no
+    #: amplification: :attr:`TaskConfig.reports_repeat`); off by default, so every report is fresh
+    memoize: bool = False
 
     def __post_init__(self) -> None:
         for f in ("max_reports_per_window", "max_reports_per_day"):
@@ -388,6 +390,27 @@ class TaskConfig:
             return report_epsilon(self.mechanism, self.mechanism_object(shared=True))
         return float(self.mechanism.get("epsilon", math.inf))
 
+    @property
+    def reports_repeat(self) -> bool:
+        """Whether a client's randomness repeats across batches, so that no batch may claim amplification.
+
+        Amplification hides a report among the fresh randomness of the other users' reports in its
+        batch. When clients re-send a memoized randomized message (``client_policy.memoize`` on a
+        local oracle or a protocol), a later batch repeats an earlier batch's other reports and the
+        two can be differenced: window 1 holds users ``A + {j}``, window 2 holds ``A`` with unchanged
+        values, and the multiset difference is ``j``'s report. A longitudinal oracle's permanent
+        answers are memoized in the same way; only L-GRR and LOLOHA, whose fresh per-report layer of
+        loss ``epsilon_irr`` is the task's eps0, are amplified soundly (given the permanent
+        randomness every report is a fresh ``epsilon_irr``-LDP randomization).
+        """
+        if self.mechanism is not None and self.mechanism.get("kind") == "frequency" \
+                and _is_longitudinal_oracle(self.mechanism.get("name")):
+            irr = getattr(self.mechanism_object(shared=True), "epsilon_irr", None)
+            return irr is None or float(irr) != self.eps_local
+        if self.mechanism is not None and self.mechanism.get("kind") in ("test", "central"):
+            return False
+        return bool(self.client_policy.memoize)
+
     def batch_privacy(self, n: int) -> tuple[PrivacyStatement, str]:
         """Per-report guarantee of one released batch holding ``n`` VALID reports (honest fraction applied).
 
@@ -398,6 +421,12 @@ class TaskConfig:
         from ..accounting.shuffle import shuffled_batch_epsilon as central_epsilon
 
         delta = float(self.target_central["delta"])
+        if self.reports_repeat:
+            why = ("memoized randomness repeats across batches (batches can be differenced): no amplification "
+                   "claimed, local guarantee only")
+            if not math.isfinite(self.eps_local):
+                return PrivacyStatement(math.inf, 0.0, "local", note=why + " (no local randomization)"), why
+            return PrivacyStatement(self.eps_local, 0.0, "local", "replace_one", note=why), why
         if n < self.min_batch_size:
             why = (f"batch of {n} valid report(s) < min_batch_size {self.min_batch_size}: "
                    f"no amplification claimed, local guarantee only")

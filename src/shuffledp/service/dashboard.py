@@ -73,13 +73,15 @@ def _estimate_view(e: dict) -> dict:
 
 
 def _guarantees(cfg: Any) -> tuple[dict, dict | None]:
-    """(target, stated guarantee) of a task: the protocol's ``privacy(n)`` for its configured n,
-    or a local-oracle task's per-report guarantee of a batch of ``min_batch_size`` valid reports."""
+    """(target, stated guarantee) of a task: a release of its configured n users (protocol tasks, as
+    :func:`~shuffledp.service.analyzer.protocol_statement` states it), or a local-oracle task's
+    per-report guarantee of a batch of ``min_batch_size`` valid reports."""
     try:
         if cfg.protocol is not None:
             p = cfg.protocol_object()
+            from .analyzer import protocol_statement
             target = {"eps": cfg.protocol["epsilon"], "delta": cfg.protocol["delta"], "n": cfg.protocol["n"]}
-            return target, _statement(p.privacy(int(cfg.protocol["n"])))
+            return target, _statement(protocol_statement(cfg, p, int(cfg.protocol["n"]), 0))
         st, _ = cfg.batch_privacy(cfg.min_batch_size)
         return dict(cfg.target_central), _statement(st)
     except Exception:  # noqa: BLE001 - a statement the accountant cannot give is shown as absent

@@ -4,7 +4,7 @@ Every report is randomized with the task's mechanism (OS-seeded randomness), sea
 individually to the analyzer's HPKE key, uploaded to the shuffler over HTTP in batches,
 released as one shuffled batch once the window closes, opened and aggregated by the analyzer.
 A small number of the clients use the full :class:`ShuffleDPClient` (outbox, budget ledger,
-memoization); the rest use the same encode/seal functions vectorized over users.
+fresh randomness per report); the rest use the same encode/seal functions vectorized over users.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ __all__ = ["run_demo", "in_process_estimate", "demo_task_spec", "check_demo_argu
 #: The multi-message protocol the default demo deploys beside the single-message one.
 DEFAULT_MULTI_MESSAGE = "cnt_2m"
 
-#: Demo clients that run the full :class:`ShuffleDPClient` (outbox, ledger, memoization).
+#: Demo clients that run the full :class:`ShuffleDPClient` (outbox, ledger, sealed state).
 SDK_CLIENTS = 50
 
 #: Task parameters as the ``shuffledp demo`` options name them (for one-line errors).
@@ -41,7 +41,7 @@ def demo_task_spec(d: int, epsilon: float, mechanism: str, eps_central: float, d
     return {"name": "demo", "mechanism": {"kind": "frequency", "name": mechanism, "epsilon": epsilon,
                                           "params": {"d": d}},
             "target_central": {"eps": eps_central, "delta": delta}, "time_precision": 3600, "batch_window": 86400,
-            "client_policy": {"max_reports_per_window": 1, "max_reports_per_day": 1, "memoize": True}}
+            "client_policy": {"max_reports_per_window": 1, "max_reports_per_day": 1, "memoize": False}}
 
 
 def check_demo_arguments(n: int, d: int, epsilon: float, mechanism: str, eps_central: float,
@@ -106,8 +106,7 @@ def _services(deployment: Any, name: str, forward_timeout: float, n_shufflers: i
 def _run_sdk_clients(analyzer_url: str, shuffler_urls: Any, task_id: bytes, workdir: str, http: Any,
                      values: list[Any], now: float) -> list[dict]:
     """Report ``values[i]`` through the full :class:`ShuffleDPClient` of user ``i`` (its own outbox,
-    ledger and sealed memo in ``workdir``); returns each user's memoized message as the client reads
-    it back (the memo is sealed at rest, so it is read through the client)."""
+    ledger and sealed memo in ``workdir``); returns each user's message as the client sent it."""
     from .client import ShuffleDPClient
 
     msgs = []
@@ -115,7 +114,7 @@ def _run_sdk_clients(analyzer_url: str, shuffler_urls: Any, task_id: bytes, work
         c = ShuffleDPClient(analyzer_url, shuffler_urls, task_id, Path(workdir) / f"client{i}.db", http=http)
         c.report(v, now=now)
         c.flush()
-        msgs.append(c.memoized_message(v))
+        msgs.append(c.last_message)
         c.close()
     return msgs
 
@@ -196,7 +195,7 @@ def run_demo(n: int = 100_000, d: int = 16, epsilon: float = 2.0, mechanism: str
         http = httpx.Client(timeout=120.0, headers={"user-agent": "shuffledp-sdk/1"})
         cfg, key = fetch_task(http, dep.analyzer.url, task_id)
         now = time.time()
-        # (a) full SDK clients: outbox, budget ledger, memoization
+        # (a) full SDK clients: outbox, budget ledger, sealed state
         t0 = time.perf_counter()
         sdk_msgs = [{k: np.asarray(v, dtype=dt) for k, (v, dt) in msg.items()}
                     for msg in _run_sdk_clients(dep.analyzer.url, dep.shuffler.url, task_id, tmp, http,
@@ -245,7 +244,7 @@ def protocol_demo_spec(name: str, epsilon: float, delta: float, n: int, params: 
     return {"name": f"demo-{name}", "protocol": {"name": name, "epsilon": epsilon, "delta": delta, "n": n,
                                                  "params": params},
             "time_precision": 3600, "batch_window": 86400, "min_batch_size_floor": 1,
-            "client_policy": {"max_reports_per_window": 1, "max_reports_per_day": 1, "memoize": True}}
+            "client_policy": {"max_reports_per_window": 1, "max_reports_per_day": 1, "memoize": False}}
 
 
 def _demo_values(p: Any, n: int, d: int, zipf: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -361,7 +360,7 @@ def _max_abs_error(values: np.ndarray, truth: np.ndarray, labels: list | None) -
 
 def _messages_sent(cfg: Any, pts: np.ndarray, route: np.ndarray, sdk_msgs: list[dict], n_shufflers: int) -> dict:
     """Every message the demo's users sent, as columns: the vectorized users' plaintexts, then the
-    SDK clients' memoized messages, with each message's shuffler when there are several."""
+    SDK clients' messages, with each message's shuffler when there are several."""
     sent = cfg.report_schema.decode(pts)[0]
     for m in sdk_msgs:
         for col in sent:
