@@ -406,7 +406,15 @@ def _figures(res: dict, outdir: Path) -> list[str]:
         return []
     from .report_html import save_figure
 
-    names = []
+    names: list[str] = []
+
+    def finish(fig: Any, ax: Any, name: str) -> None:
+        """Legend outside the axes, save as ``name`` in ``outdir`` and record it."""
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))
+        save_figure(fig, outdir / name)
+        plt.close(fig)
+        names.append(name)
+
     if res.get("erm"):
         fig, ax = plt.subplots(figsize=(6, 4))
         for method in dict.fromkeys(r["method"] for r in res["erm"] if r["eps"] != "inf"):
@@ -418,10 +426,7 @@ def _figures(res: dict, outdir: Path) -> list[str]:
         ax.set_xscale("log")
         ax.set_xlabel("epsilon (pure DP)")
         ax.set_ylabel("test accuracy (breast cancer)")
-        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))
-        save_figure(fig, outdir / "erm_accuracy.png")
-        plt.close(fig)
-        names.append("erm_accuracy.png")
+        finish(fig, ax, "erm_accuracy.png")
     if res.get("mia"):
         fig, ax = plt.subplots(figsize=(6, 4))
         rs = [r for r in res["mia"] if r["eps"] != "inf"]
@@ -432,10 +437,7 @@ def _figures(res: dict, outdir: Path) -> list[str]:
         ax.set_xscale("log")
         ax.set_xlabel("epsilon")
         ax.set_ylabel("loss-threshold MIA AUC")
-        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))
-        save_figure(fig, outdir / "mia_auc.png")
-        plt.close(fig)
-        names.append("mia_auc.png")
+        finish(fig, ax, "mia_auc.png")
     if res.get("audit"):
         fig, ax = plt.subplots(figsize=(5, 4))
         e = [r["stated_eps"] for r in res["audit"]]
@@ -443,10 +445,7 @@ def _figures(res: dict, outdir: Path) -> list[str]:
         ax.plot(e, [r["eps_lower_bound"] for r in res["audit"]], marker="o", label="empirical lower bound (95 %)")
         ax.set_xlabel("stated epsilon")
         ax.set_ylabel("epsilon")
-        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))
-        save_figure(fig, outdir / "audit.png")
-        plt.close(fig)
-        names.append("audit.png")
+        finish(fig, ax, "audit.png")
     if res.get("gan"):
         fig, ax = plt.subplots(figsize=(6, 4))
         for method in ("DP-GAN", "PATE-GAN"):
@@ -458,10 +457,7 @@ def _figures(res: dict, outdir: Path) -> list[str]:
         ax.set_xscale("log")
         ax.set_xlabel("epsilon (delta = 1e-5)")
         ax.set_ylabel("train-on-synthetic accuracy")
-        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))
-        save_figure(fig, outdir / "gan_tstr.png")
-        plt.close(fig)
-        names.append("gan_tstr.png")
+        finish(fig, ax, "gan_tstr.png")
     return names
 
 
