@@ -115,8 +115,8 @@ N_CONSISTENCY_ALPHA = 1e-12
 
 def _wrap_checked(cls: type) -> None:
     """Put the shared input checks in front of the ``randomize``, ``aggregate``, ``estimate`` and
-    ``variance`` that ``cls`` itself defines (inherited ones are already wrapped), so no oracle can
-    skip them:
+    ``variance`` that ``cls`` resolves, where they are not checked yet (its own, or a mixin's; those
+    inherited from another oracle are already wrapped), so no oracle can skip them:
 
     - ``randomize(values, rng, ...)``: ``rng`` a numpy Generator, an int seed or ``None``
       (:func:`check_rng`; checked first: no state such as RAPPOR's memo is touched on a bad call);
@@ -175,7 +175,7 @@ def _wrap_checked(cls: type) -> None:
 
     for name, wrap in (("randomize", randomize_wrapper), ("aggregate", aggregate_wrapper),
                        ("estimate", estimate_wrapper), ("variance", variance_wrapper)):
-        fn = cls.__dict__.get(name)
+        fn = getattr(cls, name, None)   # through the MRO: a mixin's method is checked too
         if fn is None or getattr(fn, "__isabstractmethod__", False) or getattr(fn, "_input_checked", False):
             continue
         wrapped = wrap(fn)

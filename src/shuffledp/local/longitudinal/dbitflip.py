@@ -42,7 +42,7 @@ from ...core.privacy import PrivacyStatement, format_up
 from ...core.validation import check_int_values, check_positive_int
 from ..base import DEFAULT_CHUNK, FrequencyOracle, Reports, check_n
 from ..bits import calibrate_probability
-from .memo import LongitudinalMixin, Memo
+from .memo import LongitudinalMixin
 
 __all__ = ["DBitFlip"]
 
@@ -152,11 +152,6 @@ class DBitFlip(LongitudinalMixin, FrequencyOracle):
     def instantaneous(self, answers: np.ndarray, setup: np.ndarray, rng: np.random.Generator) -> Reports:
         """No fresh randomness: the report is the (memoized) response with its buckets."""
         return {"j": np.asarray(setup, dtype=np.int64), "b": np.asarray(answers, dtype=np.uint8)}
-
-    def randomize(self, values: Any, rng: np.random.Generator, users: Any = None, memo: Memo | None = None) -> Reports:
-        """``{"j": int64 (n, bits), "b": uint8 (n, bits)}``. ``users=None``: each row a new user;
-        ``users``: buckets and per-state responses memoized in ``memo`` (default the mechanism's own)."""
-        return self._randomize_longitudinal(self.check_values(values), rng, users, memo)
 
     def validate_reports(self, reports: Reports) -> Reports:
         if set(reports) != {"j", "b"}:

@@ -49,7 +49,7 @@ from ...core.privacy import PrivacyStatement, format_up
 from ...core.validation import check_epsilon, check_int_values
 from ..base import FrequencyOracle, Reports, check_n
 from ..bits import calibrate_probability, log_ratio_up
-from .memo import LongitudinalMixin, Memo
+from .memo import LongitudinalMixin
 
 __all__ = ["LongitudinalGRR", "ChainedGRR", "irr_epsilon", "check_epsilons"]
 
@@ -170,11 +170,6 @@ class LongitudinalGRR(LongitudinalMixin, FrequencyOracle):
 
     def instantaneous(self, answers: np.ndarray, setup: np.ndarray, rng: np.random.Generator) -> Reports:
         return {"y": ChainedGRR.grr(np.asarray(answers)[:, 0], self.chain.p2, self.d, rng)}
-
-    def randomize(self, values: Any, rng: np.random.Generator, users: Any = None, memo: Memo | None = None) -> Reports:
-        """``{"y": int64 (n,)}``. ``users=None``: each row a new user (fresh PRR; simulation);
-        ``users``: the PRR is memoized per (user, value) in ``memo`` (default the mechanism's own)."""
-        return self._randomize_longitudinal(self.check_values(values), rng, users, memo)
 
     def validate_reports(self, reports: Reports) -> Reports:
         if set(reports) != {"y"}:

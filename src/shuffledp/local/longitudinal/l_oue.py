@@ -46,7 +46,7 @@ from ..base import FrequencyOracle, Reports, check_n
 from ..bits import calibrate_probability, log_ratio_up, packed_bits_at, set_bits
 from ..packed import bernoulli_packed_lazy, packed_column_sums_swar, popcount_rows
 from .l_grr import check_epsilons
-from .memo import LongitudinalMixin, Memo
+from .memo import LongitudinalMixin
 
 __all__ = ["LongitudinalOUE", "l_oue_q2"]
 
@@ -152,11 +152,6 @@ class LongitudinalOUE(LongitudinalMixin, FrequencyOracle):
         keep = bernoulli_packed_lazy(n, self.d, 0.5, rng)
         fake = bernoulli_packed_lazy(n, self.d, self.q2, rng)
         return {"bits": self._mask_padding((b & keep) | (~b & fake))}
-
-    def randomize(self, values: Any, rng: np.random.Generator, users: Any = None, memo: Memo | None = None) -> Reports:
-        """``{"bits": uint8 (n, ceil(d/8))}``. ``users=None``: each row a new user (fresh PRR);
-        ``users``: the PRR is memoized per (user, value) in ``memo`` (default the mechanism's own)."""
-        return self._randomize_longitudinal(self.check_values(values), rng, users, memo)
 
     def validate_reports(self, reports: Reports) -> Reports:
         if set(reports) != {"bits"}:

@@ -48,7 +48,7 @@ from ...core.validation import check_int_values, check_positive_int
 from ..base import FrequencyOracle, Reports, check_n
 from ..hashing import LocalHashing, affine_hash
 from .l_grr import ChainedGRR, check_epsilons
-from .memo import LongitudinalMixin, Memo
+from .memo import LongitudinalMixin
 
 __all__ = ["LOLOHA", "optimal_g"]
 
@@ -141,11 +141,6 @@ class LOLOHA(LongitudinalMixin, FrequencyOracle):
     def instantaneous(self, answers: np.ndarray, setup: np.ndarray, rng: np.random.Generator) -> Reports:
         y = ChainedGRR.grr(np.asarray(answers)[:, 0], self.chain.p2, self.g, rng)
         return {"seed": np.asarray(setup)[:, 0].astype(np.uint64), "y": y}
-
-    def randomize(self, values: Any, rng: np.random.Generator, users: Any = None, memo: Memo | None = None) -> Reports:
-        """``{"seed": uint64 (n,), "y": int64 (n,)}``. ``users=None``: each row a new user (fresh
-        seed and PRR); ``users``: seed and PRR memoized per user and per hashed value in ``memo``."""
-        return self._randomize_longitudinal(self.check_values(values), rng, users, memo)
 
     def validate_reports(self, reports: Reports) -> Reports:
         if set(reports) != {"seed", "y"}:

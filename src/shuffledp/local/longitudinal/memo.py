@@ -216,6 +216,15 @@ class LongitudinalMixin:
             raise ValidationError(f"users must have one id per value ({n}), got shape {u.shape}", parameter="users")
         return u
 
+    def randomize(self, values: Any, rng: np.random.Generator, users: Any = None, memo: Memo | None = None) -> dict:
+        """Reports of ``values`` in the oracle's layout (its ``report_schema()``).
+
+        ``users=None``: each row is a new user (fresh setup and permanent answers; simulation).
+        ``users`` (one id per value): the setup and the permanent answers are memoized per user (and
+        per memo key) in ``memo`` (default the mechanism's own), the instantaneous layer drawn fresh.
+        """
+        return self._randomize_longitudinal(self.check_values(values), rng, users, memo)  # type: ignore[attr-defined]
+
     def _randomize_longitudinal(self, x: np.ndarray, rng: np.random.Generator, users: Any,
                                 memo: Memo | None) -> dict:
         """Reports of checked values ``x``; memoized per user when ``users`` is given."""

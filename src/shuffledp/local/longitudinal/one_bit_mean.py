@@ -53,7 +53,7 @@ from ...core.privacy import PrivacyStatement, format_up
 from ...core.validation import check_positive_int, check_probability
 from ..base import MeanOracle, Reports, check_n
 from ..bits import grid_fraction, log_ratio_up
-from .memo import LongitudinalMixin, Memo
+from .memo import LongitudinalMixin
 
 __all__ = ["OneBitMean"]
 
@@ -163,11 +163,6 @@ class OneBitMean(LongitudinalMixin, MeanOracle):
         if self._gamma > 0:
             b = b ^ (rng.random(b.shape[0]) < self.gamma).astype(np.uint8)
         return {"b": b}
-
-    def randomize(self, values: Any, rng: np.random.Generator, users: Any = None, memo: Memo | None = None) -> Reports:
-        """``{"b": uint8 (n,)}``. ``users=None``: each row a new user (fresh alpha and bit);
-        ``users``: alpha and the per-level bits memoized in ``memo`` (default the mechanism's own)."""
-        return self._randomize_longitudinal(self.check_values(values), rng, users, memo)
 
     def validate_reports(self, reports: Reports) -> Reports:
         if set(reports) != {"b"}:
