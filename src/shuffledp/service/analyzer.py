@@ -445,15 +445,13 @@ def protocol_statement(cfg: TaskConfig, p: Any, n_users: int, n_bad: int) -> Pri
     n_eff = int(math.floor(max(0, n_users - n_bad) * cfg.honest_fraction))
     if p.model != "shuffle":
         return p.privacy(max(1, n_eff))
-    if cfg.reports_repeat:   # memoized messages re-sent across windows: batches can be differenced
-        why = f"{p.name}: memoized messages repeat across batches (batches can be differenced)"
-    else:
-        if n_eff >= 1:
-            try:
-                return p.privacy(n_eff)
-            except (ValidationError, ValueError, ArithmeticError):
-                pass
-        why = f"{p.name} states no shuffle guarantee for {n_eff} user(s) (of {n_users}, {n_bad} bad envelope(s))"
+    if not cfg.reports_repeat and n_eff >= 1:   # re-sent memoized messages: batches can be differenced
+        try:
+            return p.privacy(n_eff)
+        except (ValidationError, ValueError, ArithmeticError):
+            pass
+    why = (f"{p.name}: memoized messages repeat across batches (batches can be differenced)" if cfg.reports_repeat
+           else f"{p.name} states no shuffle guarantee for {n_eff} user(s) (of {n_users}, {n_bad} bad envelope(s))")
     if math.isfinite(cfg.eps_local):
         return PrivacyStatement(cfg.eps_local, 0.0, "local", "replace_one", note=why + "; local guarantee only")
     return PrivacyStatement(math.inf, 0.0, "local", note=why + "; no local randomizer: no guarantee")
@@ -672,12 +670,13 @@ def protocol_estimates(cfg: TaskConfig, rows: list, ledger: list, level: float) 
         items.append((cws, st.eps, st.delta))
         info["privacy_statement"] = _statement_json(st)
         releases.append(info)
-        v, se = np.asarray(est.values, dtype=np.float64), np.asarray(est.stderr, dtype=np.float64)
-        pooled = stat.astype(np.int64) if pooled is None else pooled + stat
         kind, n_total, labels = est.kind, n_total + n_w, est.labels
         if labels is None:
+            v, se = np.asarray(est.values, dtype=np.float64), np.asarray(est.stderr, dtype=np.float64)
             values = v.copy() if values is None else values + v
             var = se**2 if var is None else var + se**2
+        else:   # a discovery: its releases' statistics are pooled (below)
+            pooled = stat.astype(np.int64) if pooled is None else pooled + stat
     if labels is not None and releases:
         # a discovery (heavy hitters): the items found differ between releases, so totals cannot be
         # added position by position; the releases' statistics add (one local randomizer, no fakes)
