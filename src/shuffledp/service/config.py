@@ -416,19 +416,16 @@ class TaskConfig:
 
         ``n`` must count only the reports the analyzer accepted (decrypted, well-formed, in window,
         not replayed): envelopes that fail any check hide nobody. Below the task's
-        ``min_batch_size`` no amplification is claimed: the statement is the local guarantee eps0.
+        ``min_batch_size``, or where clients' randomness repeats across batches
+        (:attr:`reports_repeat`), no amplification is claimed: the statement is the local guarantee eps0.
         """
         from ..accounting.shuffle import shuffled_batch_epsilon as central_epsilon
 
         delta = float(self.target_central["delta"])
-        if self.reports_repeat:
+        if self.reports_repeat or n < self.min_batch_size:
             why = ("memoized randomness repeats across batches (batches can be differenced): no amplification "
-                   "claimed, local guarantee only")
-            if not math.isfinite(self.eps_local):
-                return PrivacyStatement(math.inf, 0.0, "local", note=why + " (no local randomization)"), why
-            return PrivacyStatement(self.eps_local, 0.0, "local", "replace_one", note=why), why
-        if n < self.min_batch_size:
-            why = (f"batch of {n} valid report(s) < min_batch_size {self.min_batch_size}: "
+                   "claimed, local guarantee only" if self.reports_repeat else
+                   f"batch of {n} valid report(s) < min_batch_size {self.min_batch_size}: "
                    f"no amplification claimed, local guarantee only")
             if not math.isfinite(self.eps_local):
                 return PrivacyStatement(math.inf, 0.0, "local", note=why + " (no local randomization)"), why
