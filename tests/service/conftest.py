@@ -106,6 +106,31 @@ def send(dep: Deployment, task_hex: str, envs, crowd: bytes = b"", chunk: int = 
     return acked
 
 
+def released_estimates(dep: Deployment, task_hex: str, timeout: float = 120.0) -> dict:
+    """The task's estimates once the analyzer answers 200 (polled every 0.3 s for ``timeout`` s)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = dep.estimates(task_hex)
+        if r.status_code == 200:
+            return r.json()
+        assert time.monotonic() < deadline, (r.status_code, r.text, dep.counters(task_hex))
+        time.sleep(0.3)
+
+
+def stored_statistics(dep: Deployment) -> list[tuple[np.ndarray, int]]:
+    """Every ``(statistic, n)`` row of the analyzer's aggregates table, read from its database."""
+    import json
+
+    from sqlalchemy import text
+
+    from shuffledp.service.storage import make_engine
+    eng = make_engine(dep.analyzer.db)
+    with eng.connect() as c:
+        rows = [tuple(r) for r in c.execute(text("SELECT statistic, dtype, shape, n FROM analyzer_aggregates"))]
+    eng.dispose()
+    return [(np.frombuffer(s, dtype=dt).reshape(json.loads(sh)), int(n)) for s, dt, sh, n in rows]
+
+
 def counts_from_estimate(est: dict) -> np.ndarray:
     return np.rint(np.asarray(est["estimate"]) * est["n"]).astype(np.int64)
 

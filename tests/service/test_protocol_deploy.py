@@ -8,7 +8,6 @@ guarantee ``protocol.privacy(n)`` for the n users of the release.
 
 from __future__ import annotations
 
-import json
 import time
 
 import numpy as np
@@ -17,6 +16,8 @@ import pytest
 from shuffledp.service.client import ShuffleDPClient, fetch_task, upload_protocol_users
 from shuffledp.service.harness import Deployment
 from shuffledp.shuffle import protocol as make_protocol
+
+from .conftest import released_estimates, stored_statistics
 
 #: (name, params, n users, values generator)
 CASES = {
@@ -40,19 +41,6 @@ def _values(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
     if kind == "unit":
         return rng.random(n)
     return np.stack([rng.integers(0, 4, size=n), rng.integers(0, 6, size=n)], axis=1)
-
-
-def _stored_statistic(dep: Deployment) -> tuple[np.ndarray, int]:
-    from sqlalchemy import text
-
-    from shuffledp.service.storage import make_engine
-    eng = make_engine(dep.analyzer.db)
-    with eng.connect() as c:
-        rows = [tuple(r) for r in c.execute(text("SELECT statistic, dtype, shape, n FROM analyzer_aggregates"))]
-    eng.dispose()
-    assert len(rows) == 1, "one window, one crowd: one release"
-    stat, dt, shape, n = rows[0]
-    return np.frombuffer(stat, dtype=dt).reshape(json.loads(shape)), int(n)
 
 
 @pytest.mark.slow
@@ -112,15 +100,10 @@ def _deploy_and_check(name: str, tmp_path, storage: dict) -> None:
             c.close()
         pts, _route, _acked = upload_protocol_users(http, cfg, key, dep.shuffler_urls, x[SDK_USERS:], now)
         dep.tick(close_current=True)
-        deadline = time.monotonic() + 120
-        while True:
-            r = dep.estimates(created["task_id"])
-            if r.status_code == 200:
-                break
-            assert time.monotonic() < deadline, (r.status_code, r.text, dep.counters(created["task_id"]))
-            time.sleep(0.3)
-        est = r.json()
-        stat, n_stored = _stored_statistic(dep)
+        est = released_estimates(dep, created["task_id"])
+        stored = stored_statistics(dep)
+        assert len(stored) == 1, "one window, one crowd: one release"
+        (stat, n_stored), = stored
         counters = [dep.counters(created["task_id"], shuffler=sp) for sp in dep.shufflers]
         http.close()
     # the messages the clients sent, as the analyzer decodes them

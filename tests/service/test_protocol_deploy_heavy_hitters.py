@@ -18,21 +18,12 @@ import pytest
 from shuffledp.service.client import fetch_task, upload_protocol_users
 from shuffledp.service.harness import Deployment
 
+from .conftest import released_estimates, stored_statistics
+
 
 def _values(rng: np.random.Generator, n: int, planted: np.ndarray) -> np.ndarray:
     """80 % of the users hold one of the planted items, the others a uniform item of [0, 4096)."""
     return np.where(rng.random(n) < 0.8, rng.choice(planted, size=n), rng.integers(0, 4096, size=n))
-
-
-def _stored(dep: Deployment) -> list[tuple[np.ndarray, int]]:
-    from sqlalchemy import text
-
-    from shuffledp.service.storage import make_engine
-    eng = make_engine(dep.analyzer.db)
-    with eng.connect() as c:
-        rows = [tuple(r) for r in c.execute(text("SELECT statistic, dtype, shape, n FROM analyzer_aggregates"))]
-    eng.dispose()
-    return [(np.frombuffer(s, dtype=dt).reshape(json.loads(sh)), int(n)) for s, dt, sh, n in rows]
 
 
 @pytest.mark.slow
@@ -51,15 +42,8 @@ def test_heavy_hitters_over_http_name_their_items(tmp_path) -> None:
         x = _values(rng, n_per_window, planted)
         upload_protocol_users(http, cfg, key, dep.shuffler_urls, x, time.time())
         dep.tick(close_current=True)
-        deadline = time.monotonic() + 120
-        while True:
-            r = dep.estimates(created["task_id"])
-            if r.status_code == 200:
-                break
-            assert time.monotonic() < deadline, (r.status_code, r.text)
-            time.sleep(0.3)
-        est = r.json()
-        stored = _stored(dep)
+        est = released_estimates(dep, created["task_id"])
+        stored = stored_statistics(dep)
         http.close()
     (stat, n), = stored
     assert est["n"] == n == n_per_window
