@@ -9,7 +9,7 @@ from scipy.linalg import hadamard
 
 from shuffledp.core import ValidationError
 from shuffledp.local import concat_rows, frequency_oracle, n_rows
-from shuffledp.local.hadamard import HadamardResponse, fwht
+from shuffledp.local.hadamard import HadamardResponse, fwht, simulate_statistic_direct
 from shuffledp.local.verify import sweep_reports, worst_case_log_ratio
 from tests.conftest import mean_z_bound, variance_ratio_band
 
@@ -101,6 +101,95 @@ def test_simulate_statistic_matches(rng):
     se = np.sqrt(a.var(0) / R + b.var(0) / R)
     assert np.all(np.abs(a.mean(0) - b.mean(0)) < 5 * se)
     assert np.allclose(a.var(0), b.var(0), rtol=0.15)
+
+
+def _exact_histogram_law(m: HadamardResponse, counts: np.ndarray) -> dict[tuple[int, ...], float]:
+    """Pr[histogram] of the reports of ``counts`` users, by enumerating every tuple of outputs."""
+    users = np.repeat(np.arange(m.d), counts)
+    probs = np.array([np.where(m.in_support(np.arange(m.K), int(x)), m.p_in, m.c) for x in users])
+    law: dict[tuple[int, ...], float] = {}
+    grids = np.meshgrid(*[np.arange(m.K)] * users.size, indexing="ij")
+    ys = np.stack([g.ravel() for g in grids], axis=1)  # every output tuple
+    p = np.prod(probs[np.arange(users.size), ys], axis=1)
+    for row, pr in zip(np.sort(ys, axis=1), p):
+        key = tuple(np.bincount(row, minlength=m.K).tolist())
+        law[key] = law.get(key, 0.0) + float(pr)
+    return law
+
+
+def _chi2_pvalue(law: dict[tuple[int, ...], float], samples: np.ndarray) -> float:
+    """Pearson's test of sampled histograms against their exact law (cells with < 5 expected merged)."""
+    keys = list(law)
+    index = {k: i for i, k in enumerate(keys)}
+    observed = np.bincount([index[tuple(h.tolist())] for h in samples], minlength=len(keys))
+    expected = np.array([law[k] for k in keys]) * len(samples)
+    small = expected < 5
+    obs = np.append(observed[~small], observed[small].sum())
+    exp = np.append(expected[~small], expected[small].sum())
+    keep = exp > 0
+    return float(stats.chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue)
+
+
+@pytest.mark.parametrize("eps, d, variant, counts", [
+    (5.0, 3, None, [1, 1, 0]),                   # B = 4 blocks of b = 2
+    (math.log(8), 10, None, [1, 0, 0, 0, 1, 0, 0, 0, 0, 0]),  # B = 8, b = 4 (the worked example)
+    (0.5, 3, None, [2, 1, 1]),                   # B = 1, b = 4
+    (1.0, 6, None, [1, 0, 2, 0, 0, 1]),          # high privacy, b = 8
+    (1.0, 20, "general", [1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]),  # B = 2, b = 16
+])
+def test_simulate_statistic_exact_law(eps, d, variant, counts):
+    """The bitwise sampler's histograms follow the exact law of n independent reports (Pearson)."""
+    m = HadamardResponse(eps, d, variant=variant)
+    counts = np.array(counts)
+    law = _exact_histogram_law(m, counts)
+    assert sum(law.values()) == pytest.approx(1.0)
+    gen = np.random.default_rng(7)
+    samples = np.array([m.simulate_statistic(counts, gen) for _ in range(20000)])
+    assert _chi2_pvalue(law, samples) > 1e-4
+
+
+def test_exact_law_check_rejects_a_wrong_sampler():
+    """The Pearson check above can fail: a sampler that ignores C_x (uniform in the item's block)
+    is rejected."""
+    m = HadamardResponse(0.5, 3)
+    counts = np.array([2, 1, 1])
+    law = _exact_histogram_law(m, counts)
+    gen = np.random.default_rng(7)
+
+    def wrong(c):
+        uni = gen.binomial(c, m.u_exact)
+        out = gen.multinomial(int(uni.sum()), np.full(m.K, 1.0 / m.K))
+        for x in range(m.d):  # non-uniform users land anywhere in their block
+            lo = int(m._block[x]) * m.block_size
+            out[lo:lo + m.block_size] += gen.multinomial(int(c[x] - uni[x]), np.full(m.block_size, 1.0 / m.block_size))
+        return out
+
+    samples = np.array([wrong(counts) for _ in range(20000)])
+    assert _chi2_pvalue(law, samples) < 1e-6
+
+
+@pytest.mark.parametrize("eps, d", [(math.log(8), 10), (3.0, 20), (0.5, 37)])
+def test_simulate_statistic_matches_direct_sampler(eps, d):
+    """Bitwise sampler vs the per-item multinomial (O(d K)) oracle: same means and variances per output."""
+    m = HadamardResponse(eps, d)
+    gen = np.random.default_rng(11)
+    counts = gen.integers(0, 30, d)
+    R = 4000
+    a = np.array([simulate_statistic_direct(m, counts, gen) for _ in range(R)])
+    b = np.array([m.simulate_statistic(counts, gen) for _ in range(R)])
+    assert (a.sum(axis=1) == counts.sum()).all() and (b.sum(axis=1) == counts.sum()).all()
+    live = (a.var(0) > 0) | (b.var(0) > 0)
+    z = (a.mean(0) - b.mean(0))[live] / np.sqrt((a.var(0) + b.var(0))[live] / R)
+    assert np.abs(z).max() < mean_z_bound(1e-4 / live.sum())  # Bonferroni over the outputs
+
+
+def test_simulate_statistic_large_domain():
+    """d = 2^16 (K = 2^17): the bitwise sampler handles it (the direct one would draw 2^33 cells)."""
+    m = HadamardResponse(1.0, 1 << 16)
+    gen = np.random.default_rng(3)
+    counts = gen.integers(0, 5, m.d)
+    out = m.simulate_statistic(counts, gen)
+    assert out.shape == (m.K,) and out.sum() == counts.sum() and out.min() >= 0
 
 
 @settings(max_examples=80, deadline=None)

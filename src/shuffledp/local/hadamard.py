@@ -15,7 +15,7 @@ from ._device import bincount_device, fwht_device, resolve_device
 from .base import FrequencyOracle, Reports, check_n
 from .bits import UNIFORM_PRECISION, calibrate_probability
 
-__all__ = ["HadamardResponse", "fwht"]
+__all__ = ["HadamardResponse", "fwht", "simulate_statistic_direct"]
 
 _VARIANTS = ("general", "high_privacy")
 
@@ -82,7 +82,8 @@ class HadamardResponse(FrequencyOracle):
     per block of the report histogram.
     Variance of the count: ``n A (2 + (e^eps - 1) P_beta) / (e^eps - 1)^2 - n_x`` (``P_beta`` the
     true mass of ``x``'s block), derived from the two probabilities above.
-    Cost: O(n) encode, O(n) aggregate (a bincount over K ~ 2d outputs), O(K log b) estimate;
+    Cost: O(n) encode, O(n) aggregate (a bincount over K ~ 2d outputs), O(K log b) estimate and
+    exact simulation of the histogram (:meth:`simulate_statistic`);
     ``ceil(log2 K)`` bits per report. The bincount dominates.
 
     ``device`` (``'cpu'``: numpy, default; ``'torch-cpu'``, ``'cuda[:N]'``: PyTorch) is where the
@@ -241,26 +242,75 @@ class HadamardResponse(FrequencyOracle):
         return np.where(self.in_support(reports["y"], xv), self.p_in, self.c)
 
     def simulate_statistic(self, true_counts: Any, rng: np.random.Generator) -> np.ndarray:
-        """Exact sample of the output histogram in O(d K), independent of n.
+        """Exact sample of the output histogram in O(K log b) binomial draws, independent of n and d.
 
-        The histogram is a sum over items of Multinomial(n_x, Pr[. | x]); rows are processed in
-        blocks so memory stays O(block * K).
+        Each user of item ``x`` reports uniformly on ``[K]`` with probability ``u``
+        (``Binomial(n_x, u)`` of them; together ``Multinomial`` over the ``B`` blocks), and otherwise
+        uniformly on ``C_x = {y in block beta(x) : popcount(s(x) & y) even}``. A report uniform on
+        ``C_x`` is drawn bit by bit from the top: the state of a group of users is the part ``s'``
+        of the row below the bits already fixed and the parity ``p`` the remaining bits must have.
+        For the next bit ``t`` with ``s'``'s top bit ``0``, or ``1`` and the rest ``r != 0``, both
+        values of ``t`` leave exactly half of the admissible suffixes, so ``t`` is a fair coin and the
+        group splits ``Binomial(N, 1/2)``, the state becoming ``(r, p)`` or (top bit 1, ``t = 1``)
+        ``(r, p xor 1)``. If ``s'`` is its top bit alone, ``t = p`` surely and the state becomes
+        ``(0, 0)``, uniform on what remains. The state ``(0, 1)`` is never reached. Users sharing a
+        state at a node are i.i.d., so the binomial splits give the exact law of the histogram. At
+        depth ``k`` a block holds ``2^k`` nodes of ``2 b / 2^k`` states: ``2 K`` counts per level,
+        ``log2 b`` levels; only non-zero counts are drawn. The direct method (a multinomial per
+        item, O(d K)) is :func:`simulate_statistic_direct`, the test oracle.
         """
         c = self.check_counts(true_counts)
-        out = np.zeros(self.K, dtype=np.int64)
-        ys = np.arange(self.K, dtype=np.int64)
-        b = self.block_size
-        rows_per = max(1, (1 << 22) // self.K)
-        for lo in range(0, self.d, rows_per):  # blocks of source items
-            xs = np.arange(lo, min(self.d, lo + rows_per))
-            inside = (ys[None, :] // b == self._block[xs, None]) & \
-                     ((np.bitwise_count((ys[None, :] % b) & self._row[xs, None]) & 1) == 0)
-            probs = np.where(inside, self.p_in, self.c)
-            probs /= probs.sum(axis=1, keepdims=True)  # exact up to rounding; rows sum to 1
-            out += rng.multinomial(c[xs], probs).sum(axis=0)
-        return out
+        B, b = self.blocks, self.block_size
+        uniform = rng.binomial(c, self.u_exact)  # users reporting uniformly on [K], per item
+        # counts of the states (block, node, p, s'); the root holds s' = s(x) and the uniform users at (0, 0)
+        cnt = np.zeros((B, 1, 2, b), dtype=np.int64)
+        cnt[self._block, 0, 0, self._row] = c - uniform  # rows are distinct within a block
+        cnt[:, 0, 0, 0] = rng.multinomial(int(uniform.sum()), np.full(B, 1.0 / B))
+        width = b
+        while width > 1:
+            half = width // 2
+            nodes = cnt.shape[1]
+            new = np.zeros((B, nodes, 2, 2, half), dtype=np.int64)  # (block, node, next bit, p, s')
+            top0, rest1 = cnt[..., :half], cnt[..., half + 1:]  # s' top bit 0; top bit 1 with r != 0
+            left0, left1 = _fair_split(top0, rng), _fair_split(rest1, rng)
+            new[:, :, 0] = left0
+            new[:, :, 1] = top0 - left0
+            new[:, :, 0, :, 1:] += left1
+            new[:, :, 1, :, 1:] += (rest1 - left1)[:, :, ::-1]  # the bit is 1: the parity flips
+            new[:, :, 0, 0, 0] += cnt[:, :, 0, half]  # s' = top bit alone: the bit is p
+            new[:, :, 1, 0, 0] += cnt[:, :, 1, half]
+            cnt = new.reshape(B, 2 * nodes, 2, half)
+            width = half
+        return cnt[:, :, 0, 0].reshape(self.K)
 
     def __repr__(self) -> str:
         dev = "" if self.device == "cpu" else f", device={self.device!r}"
         return (f"HadamardResponse(epsilon={self.epsilon:g}, d={self.d}, variant_used={self.variant_used!r}, "
                 f"B={self.blocks}, b={self.block_size}{dev})")
+
+
+def _fair_split(counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``Binomial(N, 1/2)`` for every count ``N`` (drawn for the non-zero counts only)."""
+    out = np.zeros(counts.shape, dtype=np.int64)
+    nz = np.flatnonzero(counts)
+    if nz.size:
+        out.flat[nz] = rng.binomial(counts.flat[nz], 0.5)
+    return out
+
+
+def simulate_statistic_direct(oracle: HadamardResponse, true_counts: Any, rng: np.random.Generator) -> np.ndarray:
+    """The histogram of :meth:`HadamardResponse.simulate_statistic` by one multinomial per item
+    (``Pr[y | x]`` over all ``K`` outputs; O(d K)): the test oracle of the bitwise sampler."""
+    c = oracle.check_counts(true_counts)
+    out = np.zeros(oracle.K, dtype=np.int64)
+    ys = np.arange(oracle.K, dtype=np.int64)
+    b = oracle.block_size
+    rows_per = max(1, (1 << 22) // oracle.K)
+    for lo in range(0, oracle.d, rows_per):  # blocks of source items
+        xs = np.arange(lo, min(oracle.d, lo + rows_per))
+        inside = (ys[None, :] // b == oracle._block[xs, None]) & \
+                 ((np.bitwise_count((ys[None, :] % b) & oracle._row[xs, None]) & 1) == 0)
+        probs = np.where(inside, oracle.p_in, oracle.c)
+        probs /= probs.sum(axis=1, keepdims=True)  # exact up to rounding; rows sum to 1
+        out += rng.multinomial(c[xs], probs).sum(axis=0)
+    return out
