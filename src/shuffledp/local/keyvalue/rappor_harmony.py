@@ -74,6 +74,8 @@ class RapporHarmony(KeyValueMechanism):
 
     name = "rappor-harmony"
     label = "RAPPOR+Harmony"
+    #: exact at any eps: q is rounded up to the 2^-20 grid and Harmony uses integer ratios
+    MAX_EPSILON = 700.0
 
     def __init__(self, epsilon: float, d: int, ell: int = 1, key_fraction: float = 0.5) -> None:
         super().__init__(epsilon, d)
