@@ -229,3 +229,15 @@ def test_keyvalue_keeps_the_local_randomizer_contract(name):
         with pytest.raises(ValidationError) as e:
             m.variance(*bad)
         assert e.value.parameter == param
+
+
+@pytest.mark.parametrize("sets", [[[(1.7, 0.5)]], [{2.5: 0.1}], [{True: 0.5}], [[(0, 0.1)], [(np.nan, 0.2)]]])
+def test_from_sets_refuses_non_integral_keys(sets):
+    """from_sets used to cast keys with int64 before validating: key 1.7 silently became key 1."""
+    with pytest.raises(ValidationError) as ei:
+        KeyValueData.from_sets(sets, 3)
+    assert ei.value.parameter == "keys"
+
+
+def test_from_sets_accepts_integral_float_keys():
+    np.testing.assert_array_equal(KeyValueData.from_sets([[(2.0, 0.5)], {0: -1.0}], 3).keys, [2, 0])

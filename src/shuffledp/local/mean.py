@@ -410,9 +410,11 @@ class DuchiMechanism(_SumMeanOracle):
         z = np.asarray(reports["z"], dtype=np.float64).reshape(-1, self.dim)
         H, L = float(self._H), float(self._L)
         if self.dim == 1:
-            # P[+1] = q H / (H + L) + (1 - q) L / (H + L)
+            # P[+1] = q H / (H + L) + (1 - q) L / (H + L); P[-1] = (1 - q) H / (H + L) + q L / (H + L),
+            # each formed directly (``1 - P[+1]`` cancels once L / (H + L) is below ~2^-53)
             p_plus = (L + q[0] * (H - L)) / (H + L)
-            return np.where(z[:, 0] > 0, p_plus, 1.0 - p_plus)
+            p_minus = (H - q[0] * (H - L)) / (H + L)
+            return np.where(z[:, 0] > 0, p_plus, p_minus)
         d = self.dim
         # a = number of coordinates where v agrees with z; P[v_j = z_j] = q_j or 1 - q_j.
         agree = np.where(z > 0, q, 1.0 - q)
@@ -469,9 +471,14 @@ class Harmony(_SumMeanOracle):
     def sign_plus_probability(self, t: Any) -> np.ndarray:
         """Exact ``P[x' = +1]`` for the value ``t`` of the sampled coordinate (array-valued):
         ``q H / (H + L) + (1 - q) L / (H + L)`` with the realised ``q = ceil(2^53 (1 + t)/2) / 2^53``."""
+        return self.sign_probability(t, 1)
+
+    def sign_probability(self, t: Any, sign: int) -> np.ndarray:
+        """Exact ``P[x' = sign]``, formed directly for either sign (``1 - P[x' = +1]`` would cancel
+        once ``L / (H + L)`` is below ~``2^-53``)."""
         q = _realised(_threshold53((1.0 + np.asarray(t, dtype=np.float64)) * 0.5))
         H, L = float(self._H), float(self._L)
-        return (L + q * (H - L)) / (H + L)
+        return (L + q * (H - L)) / (H + L) if sign > 0 else (H - q * (H - L)) / (H + L)
 
     def randomize(self, values: Any, rng: np.random.Generator) -> Reports:
         t = self._values(values)
@@ -506,8 +513,7 @@ class Harmony(_SumMeanOracle):
         t = self._x(x)
         j = np.asarray(reports["j"], dtype=np.int64)
         s = np.asarray(reports["s"])
-        p_plus = self.sign_plus_probability(t[j])
-        return np.where(s > 0, p_plus, 1.0 - p_plus) / self.dim
+        return np.where(s > 0, self.sign_probability(t[j], 1), self.sign_probability(t[j], -1)) / self.dim
 
 
 # ---------------------------------------------------------------------------------------------
@@ -855,11 +861,11 @@ class HybridMechanism(PiecewiseMechanism):
         atoms = np.array([-self.C_duchi, self.C_duchi])
         return atoms if self._pm is None else np.unique(np.concatenate([self._pm.grid, atoms]))
 
-    def _duchi_plus(self, t: np.ndarray) -> np.ndarray:
-        """Realised P[+C_D | t] of the Duchi part."""
+    def _duchi_plus(self, t: np.ndarray, sign: int = 1) -> np.ndarray:
+        """Realised P[sign C_D | t] of the Duchi part (each sign formed directly: no cancellation)."""
         q = _realised(_threshold53((1.0 + np.asarray(t, dtype=np.float64)) * 0.5))
         H, L = float(self._HD), float(self._LD)
-        return (L + q * (H - L)) / (H + L)
+        return (L + q * (H - L)) / (H + L) if sign > 0 else (H - q * (H - L)) / (H + L)
 
     def _coord_sample(self, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         v = _bernoulli_below(_threshold53((1.0 + t) * 0.5), rng)
@@ -873,7 +879,7 @@ class HybridMechanism(PiecewiseMechanism):
     def _coord_pmf(self, y: np.ndarray, t: np.ndarray) -> np.ndarray:
         y = np.asarray(y, dtype=np.float64)
         p_plus = self._duchi_plus(t)
-        duchi = np.where(y == self.C_duchi, p_plus, 0.0) + np.where(y == -self.C_duchi, 1.0 - p_plus, 0.0)
+        duchi = np.where(y == self.C_duchi, p_plus, 0.0) + np.where(y == -self.C_duchi, self._duchi_plus(t, -1), 0.0)
         if self._pm is None:
             return duchi
         return (1.0 - self.alpha) * duchi + self.alpha * self._pm.pmf(y, t)

@@ -103,7 +103,9 @@ class KeyValueData:
                 ks.append(k)
                 vs.append(v)
             offs.append(len(ks))
-        return cls(np.asarray(ks, dtype=np.int64) if ks else np.zeros(0, np.int64),
+        # keys keep their own dtype: __post_init__ refuses a non-integral key (casting to int64 here
+        # turned key 1.7 into key 1 and NaN into a ValueError)
+        return cls(np.asarray(ks) if ks else np.zeros(0, np.int64),
                    np.asarray(vs, dtype=np.float64), np.asarray(offs, dtype=np.int64), d, allow_empty)
 
     @property

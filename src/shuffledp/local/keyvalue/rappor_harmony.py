@@ -74,6 +74,8 @@ class RapporHarmony(KeyValueMechanism):
 
     name = "rappor-harmony"
     label = "RAPPOR+Harmony"
+    #: exact at any eps: q is rounded up to the 2^-20 grid and Harmony uses integer ratios
+    MAX_EPSILON = 700.0
 
     def __init__(self, epsilon: float, d: int, ell: int = 1, key_fraction: float = 0.5) -> None:
         super().__init__(epsilon, d)
@@ -140,12 +142,12 @@ class RapporHarmony(KeyValueMechanism):
         phi = np.exp(ones * math.log(self.q) + (self.d - ones) * math.log1p(-self.q))  # all-zero vector
         L = max(ks.size, self.ell)
         # Harmony's exact law of s given the sampled value (dummy key: value 0)
-        plus0 = float(self.harmony.sign_plus_probability(0.0))
-        mix = (1 - ks.size / L) * np.where(s > 0, plus0, 1.0 - plus0)
+        h0 = self.harmony.sign_probability
+        mix = (1 - ks.size / L) * np.where(s > 0, float(h0(0.0, 1)), float(h0(0.0, -1)))
         if ks.size:
             ratio = np.where(Y[:, ks], self.p / self.q, (1 - self.p) / (1 - self.q))  # (n, l)
-            plus = self.harmony.sign_plus_probability(vs)[None, :]
-            hs = np.where(s[:, None] > 0, plus, 1.0 - plus)
+            hs = np.where(s[:, None] > 0, self.harmony.sign_probability(vs, 1)[None, :],
+                          self.harmony.sign_probability(vs, -1)[None, :])
             mix = mix + (ratio * hs).sum(axis=1) / L
         return phi * mix
 
