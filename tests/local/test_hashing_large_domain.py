@@ -6,8 +6,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shuffledp.core import ValidationError
+from shuffledp.local import _lh_progressions
 from shuffledp.local._lh_progressions import (
-    _DENSE_FACTOR,
+    _BLOCK_OVERHEAD,
+    _DENSE_RATIO,
+    dense_block_rows,
     log_tables,
     primitive_root,
     support_counts_progressions,
@@ -40,18 +43,50 @@ def test_progressions_equal_direct(d, g, extra, n, extreme, seed):
     np.testing.assert_array_equal(m.support_counts_progressions(r), m.support_counts_direct(r))
 
 
-@pytest.mark.parametrize("d,g,n", [(997, 2, 6000), (1000, 3, 9000), (300, 50, 40000), (2, 2, 5000)])
-def test_dense_multiplier_groups_equal_direct(d, g, n, rng):
-    """Many reports per multiplier: the coverage-function path (and its mix with enumeration)."""
+def _dense_reports(m, r, rows):
+    """Which reports the block rule counts densely (blocks of ``rows`` consecutive offsets)."""
+    s = r["seed"].astype(np.int64)
+    P = m.prime
+    powers, logs = log_tables(P)
+    a = s // P + 1
+    unit = m.g if m.g < P else 1
+    off = (int(logs[unit]) - logs[a]) % (P - 1)
+    sizes = np.where(r["y"] < P, (P - 1 - r["y"]) // m.g + 1, 0)
+    blk = off // rows
+    cells = np.bincount(blk, weights=sizes, minlength=-(-(P - 1) // rows))
+    return (cells > _DENSE_RATIO * rows * P + _BLOCK_OVERHEAD)[blk] & (sizes > 0)
+
+
+@pytest.mark.parametrize("d,g,n,rows", [(997, 2, 6000, None), (1000, 3, 9000, None), (300, 50, 40000, None),
+                                        (2, 2, 5000, None), (997, 2, 9400, 5), (1000, 3, 10700, 7), (4093, 4, 12700, 64)])
+def test_dense_blocks_equal_direct(d, g, n, rows, rng, monkeypatch):
+    """Many reports per offset block: the coverage-row path, alone or mixed with enumeration
+    (small blocks, so that some are dense and some are not, the last one partial)."""
     m = LocalHashing(1.0, d, g)
     r = m.randomize(rng.integers(0, d, n), rng)
-    s = r["seed"].astype(np.int64)
-    a = s // m.prime + 1
-    sizes = np.where(r["y"] < m.prime, (m.prime - 1 - r["y"]) // g + 1, 0)
-    heavy = np.bincount(a, weights=sizes, minlength=m.prime) > _DENSE_FACTOR * m.prime
-    if d > 2:
-        assert heavy.any() and not heavy[a].all()  # both paths are exercised
+    if rows is not None:
+        monkeypatch.setattr(_lh_progressions, "dense_block_rows", lambda P: rows)
+        dense = _dense_reports(m, r, rows)
+        assert dense.any() and not dense.all()  # both paths are exercised
+    elif d > 2:
+        assert _dense_reports(m, r, dense_block_rows(m.prime)).any()
     np.testing.assert_array_equal(m.support_counts_progressions(r), m.support_counts_direct(r))
+
+
+@settings(max_examples=60, deadline=None)
+@given(d=st.integers(2, 300), g=st.integers(2, 400), n=st.integers(0, 3000), rows=st.integers(1, 12),
+       overhead=st.sampled_from([0, 50, 10**12]), seed=st.integers(0, 2**32 - 1))
+def test_block_split_equal_direct(d, g, n, rows, overhead, seed):
+    """Every block size and threshold (all dense, mixed, all enumerated) gives the direct counts:
+    wrapping intervals, partial last blocks, empty blocks, g >= P."""
+    rng = np.random.default_rng(seed)
+    m = LocalHashing(1.0, d, g)
+    r = m.randomize(rng.integers(0, d, n), rng)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_lh_progressions, "dense_block_rows", lambda P: min(P - 1, rows))
+        mp.setattr(_lh_progressions, "_BLOCK_OVERHEAD", overhead)
+        got = m.support_counts_progressions(r)
+    np.testing.assert_array_equal(got, m.support_counts_direct(r))
 
 
 def test_large_domain_aggregate_uses_progressions_and_matches_direct(rng, monkeypatch):

@@ -31,8 +31,8 @@ def test_torch_cpu_equals_numpy_and_direct(d, g, extra, n, cells, seed):
 
 @pytest.mark.parametrize("cls,d,n", [(BinaryLocalHashing, 997, 6000), (OptimizedLocalHashing, 1000, 9000),
                                      (OptimizedLocalHashing, 1024, 200000)])
-def test_torch_dense_groups_equal_numpy(cls, d, n, rng):
-    """Heavy multiplier groups (coverage path), chunked over groups with a small cell budget."""
+def test_torch_dense_blocks_equal_numpy(cls, d, n, rng):
+    """Dense offset blocks (coverage rows), with a small cell budget forcing blocks of 3 offsets."""
     cpu = cls(1.0, d)
     tcpu = cls(1.0, d, device="torch-cpu")
     r = cpu.randomize(rng.integers(0, d, n), rng)
@@ -41,6 +41,24 @@ def test_torch_dense_groups_equal_numpy(cls, d, n, rng):
     np.testing.assert_array_equal(support_counts_torch(r["seed"], r["y"], cpu.prime, cpu.g, d, max_cells=1), want)
     if n <= 10000:
         np.testing.assert_array_equal(want, cpu.support_counts_direct(r))
+
+
+@settings(max_examples=40, deadline=None)
+@given(d=st.integers(2, 300), g=st.integers(2, 400), n=st.integers(0, 3000), rows=st.integers(1, 12),
+       overhead=st.sampled_from([0, 50, 10**12]), cells=st.sampled_from([1, 97, 1 << 24]),
+       seed=st.integers(0, 2**32 - 1))
+def test_torch_block_split_equal_direct(d, g, n, rows, overhead, cells, seed):
+    """The tensor path's block split (all dense, mixed, all enumerated) gives the direct counts."""
+    from shuffledp.local import _lh_progressions
+
+    rng = np.random.default_rng(seed)
+    m = LocalHashing(1.0, d, g, prime=smallest_prime_at_least(max(d, 3)))
+    r = m.randomize(rng.integers(0, d, n), rng)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_lh_progressions, "dense_block_rows", lambda P: min(P - 1, rows))
+        mp.setattr(_lh_progressions, "_BLOCK_OVERHEAD", overhead)
+        got = support_counts_torch(r["seed"], r["y"], m.prime, m.g, m.d, "torch-cpu", max_cells=cells)
+    np.testing.assert_array_equal(got, m.support_counts_direct(r))
 
 
 def test_torch_estimates_identical(rng):

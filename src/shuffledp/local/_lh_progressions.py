@@ -33,18 +33,25 @@ precomputed table ``L`` shifted by a per-report constant. No product or modulo i
 ``[0, 2 (P - 1))`` (the fold ``k`` and ``k + P - 1`` is the reduction mod ``P - 1``) plus a
 sentinel range for ``i = 0``, and mapped back to items by the table ``L`` once.
 
-Reports sharing the multiplier ``a`` share ``off``. When a multiplier group holds many reports
-(``sum of c_y`` over the group exceeds a few times ``P``), its reports are first summed into the
-coverage function ``K(j) = #{u in group : j in [j0_u, j0_u + c_u) mod P}`` with a difference array
-and a prefix sum (four marks per report), and ``K`` is added at ``L(j) + off`` for every ``j``
-(``P`` cells instead of ``sum c_y``). Both paths add exactly the same multiset of positions, so
-the result is the same integer vector; every operation is int64 integer arithmetic (no
-floating point anywhere), so the counts are exact.
+Reports sharing the multiplier ``a`` share ``off``, and ``off`` determines ``a``. When the reports
+whose offsets fall in a block of ``R`` consecutive offsets ``alpha0 .. alpha0 + R - 1`` would
+enumerate more cells than a few passes over ``R x P`` cells cost, the block is counted *densely*:
+row ``r`` holds the coverage function ``K_r(j) = #{u : off_u = alpha0 + r, j in [j0_u, j0_u + c_u)
+mod P}`` (a run-length fill between the sorted interval ends), the rows are permuted into log
+coordinates once, ``M[r, lam] = K_r(gamma^lam)``, and the block adds
+``S[l] = sum_r M[r, (l - r) mod (P - 1)]`` at ``alpha0 + l``: the sum along the wrapped diagonals
+of ``M``, read through a strided view of ``M`` (each row preceded by its last ``R`` entries), with
+no scatter at all. Item ``0`` receives ``sum_r K_r(0)``. This adds exactly the multiset of
+positions that enumeration adds (``K_r(j)`` reports of row ``r`` put ``+1`` at ``L(j) + alpha0 +
+r``), so the result is the same integer vector; every operation is integer arithmetic (int32
+coverage while ``n < 2^31``, int64 sums), so the counts are exact.
 
 Cost: ``O(P)`` tables (built once per prime and cached), then
-``sum over multiplier groups of min(n_a * P / g, kappa * P)`` cell operations; at ``d = 65,536``
-and ``g = 4`` that is about ``n * 16,384`` additions for ``n`` up to ``~10^5`` instead of
-``n * 65,536`` hash evaluations (direct) or ``min(n, P)`` passes over ``P + d`` cells (grouped).
+``sum over blocks of R offsets of min(n_B * P / g, kappa * R * P)`` cell operations (``n_B`` the
+block's reports, ``kappa = _DENSE_RATIO``): at ``d = 65,536`` and ``g = 4`` about ``n * 16,384``
+additions for ``n`` up to ``~2 * 10^5``, and at most ``~P^2`` streaming cells (no scatter) for any
+larger ``n``, instead of ``n * 65,536`` hash evaluations (direct) or ``min(n, P)`` passes over
+``P + d`` cells (grouped).
 """
 
 from __future__ import annotations
@@ -58,9 +65,12 @@ __all__ = ["primitive_root", "log_tables", "support_counts_progressions", "progr
 
 #: Largest prime for which the discrete-log tables are built (three int64 tables of ~P entries).
 MAX_TABLE_PRIME = 1 << 23
-#: A multiplier group takes the dense (difference-array) path once its enumerated cells exceed
-#: this many times ``P`` (the dense path costs a few passes over ``P`` cells per group).
-_DENSE_FACTOR = 2.5
+#: Cost of one dense cell (coverage fill, log permutation and diagonal sum: ~3-4 ns on this machine)
+#: over one enumerated cell (a scatter-add, ~2.5-3 ns): a block of offsets is counted densely when
+#: its enumerated cells exceed this times its ``R P`` dense cells (plus a block's fixed cost).
+_DENSE_RATIO = 0.7
+#: A dense block's fixed cost (sorting its interval ends, Python overhead), in enumerated cells.
+_BLOCK_OVERHEAD = 20_000
 #: Cost of one report's own arithmetic in :func:`progression_cost`, in grouped-method cells. It was 3,
 #: which made OLH at d = 1024 take this path for chunks of 2^18 reports, 1.8x slower than the grouped
 #: method (0.046 s vs 0.026 s per chunk; a 10^6-report aggregation 0.11 -> 0.19 s).
@@ -125,13 +135,22 @@ def _support_sizes(prime: int, g: int, y: np.ndarray) -> np.ndarray:
 def progression_cost(n: int, prime: int, g: int) -> float:
     """Estimated time of :func:`support_counts_progressions` for ``n`` reports, in units of one cell
     of the grouped method (one gathered ``(group, item)`` pair, 6-11 ns on a quiet 2-core machine,
-    ~30 ns loaded): an enumerated cell costs ~0.3 of it (a scatter-add), a dense group ~0.75 per
-    field element, a report ~12 (its per-report arithmetic: 119-165 ns measured at d = 1024 and
-    16,384), plus the tables (reports spread evenly over the multipliers)."""
+    ~30 ns loaded): an enumerated cell costs ~0.3 of it (a scatter-add), a dense block of ``R``
+    offsets ``0.3 * _DENSE_RATIO * R P``, a report ~12 (its per-report arithmetic: 119-165 ns
+    measured at d = 1024 and 16,384), plus the tables (reports spread evenly over the offsets)."""
     per_report = math.ceil(prime / g) if g < prime else 1
-    groups = max(1, min(n, prime - 1))
-    per_group = min(0.3 * (n / groups) * per_report, 0.75 * prime)
-    return 2.0 * prime + _REPORT_COST * n + groups * per_group
+    order = max(1, prime - 1)
+    rows = dense_block_rows(prime)
+    blocks = max(1, min(-(-order // rows), n))
+    enumerated = (n / blocks) * per_report
+    per_block = min(enumerated, _DENSE_RATIO * rows * prime + _BLOCK_OVERHEAD)
+    return 2.0 * prime + _REPORT_COST * n + 0.3 * blocks * per_block
+
+
+def dense_block_rows(prime: int) -> int:
+    """Offsets per dense block: about ``2^20`` cells per block (the temporaries stay in the cache
+    at ``P = 65,537``), at least 4 and at most ``P - 1``."""
+    return max(1, min(prime - 1, max(4, (1 << 20) // prime)))
 
 
 def support_counts_progressions(a: np.ndarray, b: np.ndarray, y: np.ndarray, prime: int, g: int,
@@ -160,12 +179,16 @@ def support_counts_progressions(a: np.ndarray, b: np.ndarray, y: np.ndarray, pri
     logs2 = np.concatenate([logs, logs])
     logs2[logs2 < 0] = 2 * order
 
-    # split the reports into dense multiplier groups and enumerated ones
-    group_cells = np.bincount(a, weights=sizes, minlength=P)
-    dense_group = group_cells > _DENSE_FACTOR * P
-    dense = dense_group[a]
+    # split the reports into dense blocks of offsets and enumerated ones
+    rows = dense_block_rows(P)
+    blk = off // rows
+    block_cells = np.bincount(blk, weights=sizes, minlength=-(-order // rows))
+    dense_block = block_cells > _DENSE_RATIO * rows * P + _BLOCK_OVERHEAD
+    dense = dense_block[blk] & (sizes > 0)
     if dense.any():
-        counts += _dense_groups(a[dense], j0[dense], sizes[dense], off[dense], logs2, P, span)
+        zero, logcounts = _dense_blocks(j0[dense], sizes[dense], off[dense], P, rows, a.size)
+        counts[:order] += logcounts
+        counts[2 * order] += zero
     sparse = ~dense
     # enumerated reports: j = 0 mod P reads L = 0 (lands at off); those hits are moved to item 0
     # below, so the scatter target is [0, 2 order) only (it stays in the L2 cache longer)
@@ -195,27 +218,51 @@ def support_counts_progressions(a: np.ndarray, b: np.ndarray, y: np.ndarray, pri
     return out
 
 
-def _dense_groups(a: np.ndarray, j0: np.ndarray, sizes: np.ndarray, off: np.ndarray, logs2: np.ndarray,
-                  P: int, span: int) -> np.ndarray:
-    """Log-coordinate counts of reports in heavy multiplier groups, via coverage functions."""
-    ua, inv = np.unique(a, return_inverse=True)
-    group_off = np.empty(ua.size, dtype=np.int64)
-    group_off[inv] = off
-    per = max(1, _SCATTER_CELLS // (2 * P))  # cache-sized chunks of groups
-    order_idx = np.argsort(inv, kind="stable")
-    inv_sorted = inv[order_idx]
-    counts = np.zeros(span, dtype=np.int64)
-    logsP = logs2[:P]
-    for glo in range(0, ua.size, per):  # chunks of multiplier groups
-        ghi = min(ua.size, glo + per)
-        m = ghi - glo
-        lo, hi = np.searchsorted(inv_sorted, [glo, ghi])
-        sel = order_idx[lo:hi]
-        base = (inv[sel] - glo) * (2 * P)
-        start = base + j0[sel]
-        diff = np.bincount(start, minlength=m * 2 * P) - np.bincount(start + sizes[sel], minlength=m * 2 * P)
-        cover2 = diff.reshape(m, 2 * P).cumsum(axis=1)
-        cover = cover2[:, :P] + cover2[:, P:]  # K(j) = coverage of j and j + P
-        pos = logsP[None, :] + group_off[glo:ghi, None]
-        np.add.at(counts, pos.ravel(), cover.ravel())
-    return counts
+def _dense_blocks(j0: np.ndarray, sizes: np.ndarray, off: np.ndarray, P: int, rows: int,
+                  n_total: int) -> tuple[int, np.ndarray]:
+    """``(count of item 0, log-coordinate counts mod P - 1)`` of the given reports, counted by dense
+    blocks of ``rows`` consecutive offsets (coverage rows, log permutation, wrapped diagonal sums)."""
+    order = P - 1
+    powers, _ = log_tables(P)
+    dtype = np.int32 if n_total < (1 << 31) else np.int64
+    logcounts = np.zeros(order, dtype=np.int64)
+    zero = 0
+    blk = off // rows
+    idx = np.argsort(blk, kind="stable")
+    blk_sorted = blk[idx]
+    present = np.unique(blk_sorted)
+    bounds = np.searchsorted(blk_sorted, np.append(present, present[-1] + 1))
+    perms: dict[int, np.ndarray] = {}
+    for k, lo, hi in zip(present.tolist(), bounds[:-1].tolist(), bounds[1:].tolist()):
+        sel = idx[lo:hi]
+        a0 = k * rows
+        m = min(rows, order - a0)
+        cover = _coverage_rows(off[sel] - a0, j0[sel], sizes[sel], m, P, dtype)
+        zero += int(cover[:, 0].sum(dtype=np.int64))
+        if m not in perms:  # column c holds j = gamma^((c - m) mod (P - 1)): each row preceded by its last m
+            perms[m] = powers[(np.arange(order + m) - m) % order]
+        shifted = np.take(cover, perms[m], axis=1).ravel()
+        # diag[r, l] = shifted[m + r (order + m - 1) + l] = K_r(gamma^((l - r) mod (P - 1)))
+        diag = np.lib.stride_tricks.as_strided(shifted[m:], shape=(m, order),
+                                               strides=((order + m - 1) * shifted.itemsize, shifted.itemsize),
+                                               writeable=False)
+        total = diag.sum(axis=0, dtype=np.int64)  # S[l]: position a0 + l (mod P - 1)
+        logcounts[a0:] += total[:order - a0]
+        logcounts[:a0] += total[order - a0:]
+    return zero, logcounts
+
+
+def _coverage_rows(r: np.ndarray, start: np.ndarray, size: np.ndarray, m: int, P: int, dtype: type) -> np.ndarray:
+    """``K[r, j] = #{u in row r : j in [start_u, start_u + size_u) mod P}`` as an ``(m, P)`` array:
+    the interval ends (a wrapping interval is split in two) are sorted in the flattened
+    coordinates ``r P + j``, and the running count is filled between consecutive ends."""
+    end = start + size
+    wrap = end > P
+    base = r * P
+    pos = np.concatenate([base + start, base[wrap], base + np.minimum(end, P), base[wrap] + end[wrap] - P])
+    step = np.concatenate([np.ones(start.size + int(wrap.sum()), dtype=np.int64),
+                           np.full(start.size + int(wrap.sum()), -1, dtype=np.int64)])
+    order = np.argsort(pos, kind="stable")
+    level = np.concatenate([[0], np.cumsum(step[order])]).astype(dtype)
+    lengths = np.diff(np.concatenate([[0], pos[order], [m * P]]))
+    return np.repeat(level, lengths).reshape(m, P)

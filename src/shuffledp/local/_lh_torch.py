@@ -7,7 +7,7 @@ order, so the atomics of a GPU cannot change the result): the counts are bit-ide
 numpy path and to the direct oracle.
 
 Memory on the device is bounded by ``max_cells`` int64 cells per temporary (chunks of reports for
-the enumerated path, chunks of multiplier groups for the coverage path), plus the ``O(P)``
+the enumerated path, blocks of offsets for the coverage path), plus the ``O(P)``
 discrete-log tables and the ``O(n)`` reports.
 """
 
@@ -19,7 +19,8 @@ import numpy as np
 
 from ..core.errors import ValidationError
 from ._device import DEVICE_CELLS, resolve_device, torch_module
-from ._lh_progressions import _DENSE_FACTOR, MAX_TABLE_PRIME, log_tables
+from . import _lh_progressions as _lp
+from ._lh_progressions import MAX_TABLE_PRIME, log_tables
 
 __all__ = ["resolve_device", "support_counts_torch", "DEVICE_CELLS"]
 
@@ -55,10 +56,15 @@ def support_counts_torch(seeds: np.ndarray, y: np.ndarray, prime: int, g: int, d
     span = 3 * order
     counts = torch.zeros(span, dtype=torch.int64, device=dev)
 
-    group_cells = torch.zeros(P, dtype=torch.int64, device=dev).index_add_(0, a, sizes)
-    dense = (group_cells > _DENSE_FACTOR * P)[a]
+    # the numpy path's split: blocks of consecutive offsets counted densely, the rest enumerated
+    rows = max(1, min(_lp.dense_block_rows(P), max_cells // (P + 1)))
+    blk = torch.div(off, rows, rounding_mode="floor")
+    n_blocks = -(-order // rows)
+    block_cells = torch.zeros(n_blocks, dtype=torch.int64, device=dev).index_add_(0, blk, sizes)
+    dense = (block_cells > _lp._DENSE_RATIO * rows * P + _lp._BLOCK_OVERHEAD)[blk] & (sizes > 0)
     if bool(dense.any()):
-        _dense_groups(torch, counts, a[dense], j0[dense], sizes[dense], off[dense], logs2[:P], P, max_cells)
+        powers = torch.from_numpy(np.array(powers_np)).to(dev)
+        _dense_blocks(torch, counts, j0[dense], sizes[dense], off[dense], powers, P, rows, int(s.numel()))
     sparse = ~dense
     for c in torch.unique(sizes[sparse]).tolist():  # at most two distinct support sizes
         if c == 0:
@@ -85,29 +91,51 @@ def support_counts_torch(seeds: np.ndarray, y: np.ndarray, prime: int, g: int, d
     return out.cpu().numpy()
 
 
-def _dense_groups(torch: Any, counts: Any, a: Any, j0: Any, sizes: Any, off: Any, logsP: Any, P: int,
-                  max_cells: int) -> None:
-    """Add the log-coordinate counts of heavy multiplier groups (coverage functions) to ``counts``."""
-    ua, inv = torch.unique(a, return_inverse=True)
-    group_off = torch.empty(ua.numel(), dtype=torch.int64, device=a.device)
-    group_off[inv] = off
-    order_idx = torch.argsort(inv, stable=True)
-    inv_sorted = inv[order_idx]
-    per = max(1, max_cells // (2 * P))
-    width = 2 * P
-    for glo in range(0, ua.numel(), per):  # chunks of multiplier groups
-        ghi = min(ua.numel(), glo + per)
-        m = ghi - glo
-        bounds = torch.searchsorted(inv_sorted, torch.tensor([glo, ghi], device=a.device)).tolist()
-        sel = order_idx[bounds[0]:bounds[1]]
-        start = (inv[sel] - glo) * width + j0[sel]
-        diff = torch.zeros(m * width, dtype=torch.int64, device=a.device)
-        diff.index_add_(0, start, torch.ones_like(start))
-        diff.index_add_(0, start + sizes[sel], -torch.ones_like(start))
-        cover2 = diff.view(m, width).cumsum(dim=1)
-        cover = cover2[:, :P] + cover2[:, P:]  # K(j): coverage of j and j + P
-        pos = logsP[None, :] + group_off[glo:ghi, None]
-        counts.index_add_(0, pos.reshape(-1), cover.reshape(-1))
+def _dense_blocks(torch: Any, counts: Any, j0: Any, sizes: Any, off: Any, powers: Any, P: int, rows: int,
+                  n_total: int) -> None:
+    """Add the log-coordinate counts (and item 0's) of the reports in dense blocks of ``rows``
+    consecutive offsets to ``counts``: coverage rows, log permutation, wrapped diagonal sums, as
+    :func:`shuffledp.local._lh_progressions._dense_blocks` (no scatter: no atomics on a GPU)."""
+    order = P - 1
+    dev = j0.device
+    dtype = torch.int32 if n_total < (1 << 31) else torch.int64
+    blk = torch.div(off, rows, rounding_mode="floor")
+    idx = torch.argsort(blk, stable=True)
+    blk_sorted = blk[idx]
+    present, per_block = torch.unique_consecutive(blk_sorted, return_counts=True)
+    ends = torch.cumsum(per_block, 0).tolist()
+    perms: dict[int, Any] = {}
+    lo = 0
+    for k, hi in zip(present.tolist(), ends):
+        sel = idx[lo:hi]
+        lo = hi
+        a0 = k * rows
+        m = min(rows, order - a0)
+        cover = _coverage_rows(torch, off[sel] - a0, j0[sel], sizes[sel], m, P, dtype)
+        counts[2 * order] += cover[:, 0].sum(dtype=torch.int64)
+        if m not in perms:
+            perms[m] = powers[torch.remainder(torch.arange(order + m, dtype=torch.int64, device=dev) - m, order)]
+        shifted = torch.index_select(cover, 1, perms[m]).reshape(-1)
+        diag = torch.as_strided(shifted, (m, order), (order + m - 1, 1), m)
+        total = diag.sum(dim=0, dtype=torch.int64)
+        counts[a0:order] += total[:order - a0]
+        counts[:a0] += total[order - a0:]
+
+
+def _coverage_rows(torch: Any, r: Any, start: Any, size: Any, m: int, P: int, dtype: Any) -> Any:
+    """``K[r, j]`` (see the numpy twin): sorted interval ends in flat coordinates, run-length fill."""
+    end = start + size
+    wrap = end > P
+    base = r * P
+    pos = torch.cat([base + start, base[wrap], base + torch.clamp(end, max=P), base[wrap] + end[wrap] - P])
+    half = pos.numel() // 2
+    step = torch.ones(pos.numel(), dtype=torch.int64, device=pos.device)
+    step[half:] = -1
+    pos_sorted, order = torch.sort(pos, stable=True)
+    level = torch.cat([torch.zeros(1, dtype=torch.int64, device=pos.device), torch.cumsum(step[order], 0)]).to(dtype)
+    edges = torch.cat([torch.zeros(1, dtype=torch.int64, device=pos.device), pos_sorted,
+                       torch.full((1,), m * P, dtype=torch.int64, device=pos.device)])
+    return torch.repeat_interleave(level, torch.diff(edges), output_size=m * P).view(m, P)
 
 
 def _writable(a: np.ndarray) -> np.ndarray:

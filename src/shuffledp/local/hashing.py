@@ -250,8 +250,9 @@ class LocalHashing(FrequencyOracle):
         A report ``(a, b, y)`` supports exactly the items ``a^{-1} s (j0 + t) mod P``,
         ``t < c_y`` (``s = g`` if ``g < P`` else 1, ``j0 = (y - b) s^{-1}``): in discrete-log
         coordinates a contiguous slice of one table shifted by ``L(s) - L(a)``, so the counts are
-        ``bincount``-style additions of ``~P / g`` cells per report (or ``O(P)`` per multiplier
-        group when a group is heavy), never ``n d`` hash evaluations. Proof and cost in
+        additions of ``~P / g`` cells per report (or, where the reports of a block of offsets are
+        many, ``O(P)`` streaming cells per offset: coverage rows summed along diagonals), never
+        ``n d`` hash evaluations. Proof and cost in
         :mod:`shuffledp.local._lh_progressions`. Requires ``P <= 2^23``.
         """
         s = np.asarray(reports["seed"]).astype(np.int64, copy=False)
