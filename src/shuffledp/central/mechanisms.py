@@ -553,9 +553,9 @@ class BinomialMechanism(CentralMechanism):
     (e.g. eps = 1, delta = 1e-6, D = 1: survey N = 366 with exact delta 1.9e-21; minimal N = 80).
 
     Privacy: (eps, delta)-DP, verified exactly for N <= 2e7 (above that the survey bound is
-    trusted, and a given ``trials`` must reach it). The noise is an integer and *divisible*: parties adding Bin(N_i, 1/2) - N_i/2
-    with sum N_i >= N give at least this guarantee (adding independent noise is
-    post-processing), which is what distributed/shuffle protocols need.
+    trusted, and a given ``trials`` must reach it). The noise is an integer and *divisible*:
+    parties adding Bin(N_i, 1/2) - N_i/2 with sum N_i >= N give at least this guarantee (adding
+    independent noise is post-processing), which is what distributed/shuffle protocols need.
     Source: Dwork, Kenthapadi, McSherry, Mironov, Naor (EUROCRYPT 2006); Agarwal et al.
     (NeurIPS 2018); survey Thm 6. Cost: N uniform bits per coordinate (a popcount).
     Variance: N/4.
