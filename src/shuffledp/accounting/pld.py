@@ -104,17 +104,18 @@ class DiscretePld:
     def _trim(self) -> None:
         p = np.clip(self.pmf, 0.0, None)
         c = np.cumsum(p)
-        total = c[-1] if c.size else 0.0
         # lower tail: move up into the first kept bin (rounding up: pessimistic)
         lo = int(np.searchsorted(c, _TAIL, side="right"))
         lo = min(lo, max(p.size - 1, 0))
         low_mass = c[lo - 1] if lo > 0 else 0.0
-        # upper tail: move to the infinite atom (pessimistic)
-        rc = total - c  # mass strictly above index j
+        # upper tail: move to the infinite atom (pessimistic). The mass above index j is summed
+        # from the top: ``total - c[j]`` cancels catastrophically near 1 and lost ~1e-13 of tail.
+        rev = np.cumsum(p[::-1])[::-1]
+        rc = np.concatenate([rev[1:], [0.0]])  # mass strictly above index j
         hi_candidates = np.nonzero(rc > _TAIL)[0]
         hi = int(hi_candidates[-1]) + 1 if hi_candidates.size else lo
         hi = max(min(hi, p.size - 1), lo)
-        high_mass = total - c[hi]
+        high_mass = float(rc[hi])
         q = p[lo:hi + 1].copy()
         q[0] += low_mass
         self.pmf = q

@@ -553,9 +553,9 @@ class BinomialMechanism(CentralMechanism):
     (e.g. eps = 1, delta = 1e-6, D = 1: survey N = 366 with exact delta 1.9e-21; minimal N = 80).
 
     Privacy: (eps, delta)-DP, verified exactly for N <= 2e7 (above that the survey bound is
-    trusted). The noise is an integer and *divisible*: parties adding Bin(N_i, 1/2) - N_i/2
-    with sum N_i >= N give at least this guarantee (adding independent noise is
-    post-processing), which is what distributed/shuffle protocols need.
+    trusted, and a given ``trials`` must reach it). The noise is an integer and *divisible*:
+    parties adding Bin(N_i, 1/2) - N_i/2 with sum N_i >= N give at least this guarantee (adding
+    independent noise is post-processing), which is what distributed/shuffle protocols need.
     Source: Dwork, Kenthapadi, McSherry, Mironov, Naor (EUROCRYPT 2006); Agarwal et al.
     (NeurIPS 2018); survey Thm 6. Cost: N uniform bits per coordinate (a popcount).
     Variance: N/4.
@@ -590,6 +590,14 @@ class BinomialMechanism(CentralMechanism):
             self.exact_delta = binomial_delta(n, self.epsilon, self.sensitivity)
             if self.exact_delta > self.delta:
                 raise ValidationError(f"trials={n} gives exact delta {self.exact_delta:.3g} > {self.delta}",
+                                      parameter="trials")
+        else:
+            # no exact check above the cap: only the survey bound is trusted there, so a given
+            # N must reach it (N = 20_000_002 at eps = 0.001, delta = 1e-10 has exact delta 2e-6)
+            need = binomial_trials_survey(self.epsilon, self.delta, self.sensitivity)
+            if n < need:
+                raise ValidationError(f"trials={n} is above the exact-check cap (2e7) and below the survey bound "
+                                      f"N = {need} for ({self.epsilon}, {self.delta}): its delta is not certified",
                                       parameter="trials")
 
     def _privacy(self) -> PrivacyStatement:

@@ -361,8 +361,12 @@ class RangeCount(Protocol):
     # --- privacy and cost ---------------------------------------------------------------
     def _privacy(self, n: int) -> PrivacyStatement:
         eps = dlt = 0.0
-        for e0, k in zip(self.eps0, self.ks):
-            st = shuffle_statement(float(e0), n, self.delta_level, self._method(), **self._options(int(k)))
+        for e0, k, e_local in zip(self.eps0, self.ks, self.randomizer.level_eps):
+            try:
+                st = shuffle_statement(float(e0), n, self.delta_level, self._method(), **self._options(int(k)))
+            except OutOfDomainError:  # the bound does not apply at this n: the level's local eps
+                eps += float(e_local)
+                continue
             eps += st.eps
             dlt += st.delta
         return PrivacyStatement(eps, min(dlt, 0.999999), "shuffle",
