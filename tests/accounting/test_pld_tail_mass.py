@@ -1,4 +1,4 @@
-"""Regression tests from the accounting/central/shuffle privacy audit (branch h-audit-acct)."""
+"""The PLD accountant keeps the mass of the losses it trims: get_delta never falls below the true delta."""
 
 from __future__ import annotations
 

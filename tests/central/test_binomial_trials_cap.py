@@ -1,4 +1,4 @@
-"""Regression tests from the accounting/central/shuffle privacy audit (branch h-audit-acct)."""
+"""BinomialMechanism checks a caller-given number of trials above the exact-sum cap against the survey bound."""
 
 from __future__ import annotations
 

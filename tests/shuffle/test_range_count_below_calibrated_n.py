@@ -1,4 +1,4 @@
-"""Regression tests from the accounting/central/shuffle privacy audit (branch h-audit-acct)."""
+"""range_count states a guarantee below its calibrated n: a level whose bound does not apply contributes its local eps."""
 
 from __future__ import annotations
 
