@@ -206,3 +206,12 @@ def test_rappor_f_check_is_exact(h, m):
     f_auto = rappor_f_for_epsilon(below, h)
     r_auto = (2 - Fraction(f_auto)) / Fraction(f_auto)
     assert f_auto > f and _CTX.multiply(2 * h, _ln(r_auto)) <= Decimal(below)
+
+
+@pytest.mark.parametrize("eps", [36.5, 36.7])
+def test_calibration_steps_down_from_the_top_of_the_grid(eps):
+    """For e^eps between 2^52 and 2^53, p_ideal = e^eps/(e^eps+1) rounds to 1 - 2^-53, whose ratio
+    2^53 - 1 exceeds e^eps; the calibration must step down from the clamp instead of stopping there
+    (GRR(36.5, 2) raised 'no probability on the grid ... meets the ratio')."""
+    mech = GeneralizedRandomizedResponse(eps, 2)
+    assert _ln(_true_ratio(mech)) <= Decimal(mech.privacy().eps) <= Decimal(eps)

@@ -136,7 +136,9 @@ def calibrate_probability(p_ideal: float, epsilon: float, ratio: Callable[[Fract
 
     r = ratio(p)
     for _ in range(1 << 12):  # a few steps in practice: p_ideal is within a few ulps of the boundary
-        if within(r) or not (step < p < 1 - step):
+        # stop at the end of the open interval *in the direction of travel* only: a p clamped to
+        # 1 - step may still step down (e^eps between 2^52 and 2^53 for p ~ e^eps/(e^eps+1))
+        if within(r) or not (step <= p + sign * step <= 1 - step):
             break
         p += sign * step
         r = ratio(p)

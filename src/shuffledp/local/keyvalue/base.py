@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from abc import abstractmethod
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -78,20 +79,23 @@ class KeyValueMechanism(LocalRandomizer[KeyValueEstimate]):
     """
 
     label: str = ""
-    #: Largest eps accepted. These mechanisms sample probabilities such as ``e^eps / (e^eps + 1)``
-    #: computed in double precision with ``rng.random() < p`` (outcomes ``k / 2^53``), so the
-    #: complementary probability (``~ e^-eps``) is realised only to an absolute ``2^-53``: the
-    #: likelihood ratio is off by a relative ``~ e^eps 2^-53`` (<= 1e-9 at eps <= 16; 4.4% for
-    #: PCKV at eps = 36; infinite from eps ~ 37 for PCKV and ~ 74 for PrivKV, where ``p`` rounds
-    #: to 1). A mechanism whose probabilities are exact on a grid overrides it.
-    MAX_EPSILON: float = 16.0
+    #: Largest eps accepted (as the mean oracles: e^eps stays a finite double). Every mechanism samples
+    #: probabilities on the ``2^-53`` grid of ``Generator.random()`` (so ``random() < p`` draws them
+    #: exactly), calibrated so that the exact worst-case likelihood ratio of what is sampled is at
+    #: most ``e^eps`` (:func:`shuffledp.local.bits.calibrate_probability`); the statement carries the
+    #: realised ``effective_epsilon <= epsilon``. Past eps ~ 37 the grid bounds the probabilities away
+    #: from 0 and 1, and the realised eps saturates (about 37 to 150 depending on the mechanism).
+    MAX_EPSILON: float = 700.0
+
+    #: Exact eps of the client path as sampled (rounded up), ``<= epsilon``; set by subclasses.
+    effective_epsilon: float
 
     def __init__(self, epsilon: float, d: int) -> None:
         super().__init__(epsilon)
         if self.epsilon > self.MAX_EPSILON:
-            raise ValidationError(f"epsilon must be <= {self.MAX_EPSILON:g} for {type(self).__name__} (its "
-                                  f"double-precision probabilities cannot realise a larger eps), got {epsilon!r}",
-                                  parameter="epsilon")
+            raise ValidationError(f"epsilon must be <= {self.MAX_EPSILON:g} for {type(self).__name__} "
+                                  f"(e^eps must be a finite double), got {epsilon!r}", parameter="epsilon")
+        self.effective_epsilon = self.epsilon
         self.d = check_domain_size(d)
 
     def check_data(self, data: Any) -> KeyValueData:
@@ -153,7 +157,10 @@ class KeyValueMechanism(LocalRandomizer[KeyValueEstimate]):
         return int(n)
 
     def _privacy(self) -> PrivacyStatement:
-        return PrivacyStatement(self.epsilon, 0.0, "local", "replace_one", note=type(self).__name__)
+        """Each report is ``effective_epsilon``-LDP (replace-one), ``effective_epsilon <= epsilon``."""
+        return PrivacyStatement(self.effective_epsilon, 0.0, "local", "replace_one",
+                                note=f"{type(self).__name__}: exact eps of the sampled probabilities "
+                                     f"<= requested {self.epsilon:g}")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(epsilon={self.epsilon:g}, d={self.d})"
@@ -168,3 +175,21 @@ def _check_stat(stat: Any, size: int, name: str) -> np.ndarray:
 
 def _nan_stderr(d: int) -> np.ndarray:
     return np.full(d, math.nan)
+
+
+def _exp_neg(x: float) -> float:
+    """``e^-x`` for x >= 0 (no overflow at any eps): ideal probabilities are written with it, e.g.
+    ``e^eps / (e^eps + 1) = 1 / (1 + e^-eps)``, which is 1.0 rather than nan when e^eps overflows."""
+    return math.exp(-x)
+
+
+def _column_ratio(rows: list[list[Fraction]]) -> Fraction:
+    """Exact worst-case ratio of a channel whose input-conditional output laws are the convex hull of
+    ``rows``: ``max`` over outputs of ``max / min`` over rows (a mixture lies between its rows)."""
+    worst = Fraction(1)
+    for col in zip(*rows):
+        lo = min(col)
+        if lo <= 0:
+            raise ValidationError("a report has probability 0 under some input", parameter="epsilon")
+        worst = max(worst, max(col) / lo)
+    return worst

@@ -15,7 +15,11 @@ import numpy as np
 from ...core.errors import ValidationError
 from ...core.validation import check_domain_size
 
-__all__ = ["KeyValueData", "as_keyvalue_data", "discretize", "padding_sample", "uniform_key_sample"]
+__all__ = ["KeyValueData", "as_keyvalue_data", "discretize", "discretize_probability", "padding_sample",
+           "uniform_key_sample"]
+
+#: numpy's ``Generator.random()`` returns ``k / 2^53``: ``random() < t`` is Bernoulli(ceil(t 2^53) / 2^53).
+_SCALE = float(1 << 53)
 
 
 @dataclass(frozen=True)
@@ -180,9 +184,23 @@ def as_keyvalue_data(data: Any, d: int, *, allow_empty: bool = True) -> KeyValue
                         np.arange(n + 1, dtype=np.int64) * ell, d, allow_empty)
 
 
+def discretize_probability(v: Any) -> np.ndarray:
+    """The exact Pr[x = +1] that :func:`discretize` samples for value ``v``: ``(1 + v)/2`` (a double)
+    rounded up to the ``2^-53`` grid, the law of ``random() < (1 + v)/2`` (every operation exact).
+
+    It differs from ``(1 + v)/2`` by less than ``2^-53``; any probability in [0, 1] is the law of
+    some value in [-1, 1], so the mechanisms' privacy bounds cover it, and ``probabilities`` use it.
+    """
+    t = (1.0 + np.asarray(v, dtype=np.float64)) / 2.0
+    return np.ceil(t * _SCALE) / _SCALE
+
+
 def discretize(v: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """v -> +1 with probability (1 + v)/2, else -1 (unbiased: E = v). Returns int8."""
-    return np.where(rng.random(np.shape(v)) < (1.0 + np.asarray(v)) / 2.0, 1, -1).astype(np.int8)
+    """v -> +1 with probability :func:`discretize_probability` (v) ~ (1 + v)/2, else -1 (E ~ v). Returns int8.
+
+    Compares with the threshold on the grid, which is the same event as ``random() < (1 + v)/2``.
+    """
+    return np.where(rng.random(np.shape(v)) < discretize_probability(v), 1, -1).astype(np.int8)
 
 
 def padding_sample(data: KeyValueData, ell: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -191,9 +209,13 @@ def padding_sample(data: KeyValueData, ell: int, rng: np.random.Generator) -> tu
     With probability l_u / max(l_u, ell) the user picks a uniform pair of her set, otherwise a
     uniform dummy key ``d + j`` (j < ell) with value 0. Returns (key, value) arrays of length n.
     The output distribution equals truncate-to-ell-then-pad-then-pick-one (HISKV's description).
+
+    The slot is an exact uniform integer on [0, max(l_u, ell)) (``Generator.integers``):
+    ``floor(random() * L)`` gives each slot a probability ``1/L`` only to within ``2^-53`` when
+    ``L`` is not a power of 2, and the privacy bounds need each pair's chance to be at most ``1/ell``.
     """
     lens = data.lengths
-    slot = np.floor(rng.random(data.n) * np.maximum(lens, ell)).astype(np.int64)
+    slot = rng.integers(0, np.maximum(lens, ell), dtype=np.int64) if data.n else np.zeros(0, np.int64)
     real = slot < lens
     idx = np.minimum(data.offsets[:-1] + slot, max(data.keys.size - 1, 0))
     key = np.where(real, data.keys[idx] if data.keys.size else 0, data.d + rng.integers(0, ell, data.n))

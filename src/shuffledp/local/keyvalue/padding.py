@@ -12,11 +12,19 @@ PCKV-UE: the same per-coordinate probabilities, one trit per key (coordinates in
 HISKV: GRR over the 2(d + ell) cells with p1 = e^eps t, q1 = c t, q2 = t.
 So one estimator serves all: with n1 = #<k,+1>, n2 = #<k,-1>, n the number of reports,
 π̂ = ((n1 + n2)/n - 2 q2)/(p1 + q1 - 2 q2), Δ̂ = (n1 - n2)/(n (p1 - q1)), f̂ = ell π̂, m̂ = Δ̂/π̂.
+
+Exact sampling: every probability compared with ``Generator.random()`` (whose outputs are
+``k / 2^53``) is on the 2^-53 grid, so it is drawn exactly; the ideal probabilities are rounded in
+the safe direction and one of them is moved further until the exact worst-case ratio of the full
+client path (:func:`padding_ratio`) is at most e^eps (:func:`~shuffledp.local.bits.calibrate_probability`).
+Estimators, variances and ``probabilities`` use the sampled values; the privacy statement carries
+the realised ``effective_epsilon <= epsilon``.
 """
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -26,11 +34,38 @@ from ...core.estimate import Estimate
 from ...core.privacy import PrivacyStatement
 from ...core.validation import check_int_values, check_positive_int, check_probability, check_real
 from ..base import DEFAULT_CHUNK, Reports
+from ..bits import UNIFORM_PRECISION, calibrate_probability, grid_fraction
 from ..grr import GeneralizedRandomizedResponse
-from .base import KeyValueEstimate, KeyValueMechanism, _check_stat, user_pairs
-from .data import KeyValueData, as_keyvalue_data, discretize, padding_sample
+from .base import KeyValueEstimate, KeyValueMechanism, _check_stat, _exp_neg, user_pairs
+from .data import KeyValueData, as_keyvalue_data, discretize, discretize_probability, padding_sample
 
-__all__ = ["PaddingSamplingKeyValue", "PCKVUE", "PCKVGRR", "HISKV", "OETL", "hiskv_cell_probabilities"]
+__all__ = ["PaddingSamplingKeyValue", "PCKVUE", "PCKVGRR", "HISKV", "OETL", "hiskv_cell_probabilities",
+           "padding_ratio"]
+
+#: one step of the grid of ``Generator.random()``
+_STEP = Fraction(1, 1 << UNIFORM_PRECISION)
+
+
+def padding_ratio(p1: Fraction, q1: Fraction, q2: Fraction, ell: int) -> Fraction:
+    """Exact worst-case likelihood ratio of a padding-and-sampling report about one key (PCKV-GRR, HISKV).
+
+    Given the sampled pair, a report <k, y> has probability p1 (pair <k, y>), q1 (pair <k, -y>) or
+    q2 (any other pair). A user samples <k, y> with probability P_s and <k, -y> with P_f, where
+    P_s, P_f >= 0 and P_s + P_f <= 1/ell (at most 1/max(l_u, ell) per real key, (1 - l_u/L)/ell per
+    dummy), so Pr[<k, y>] = q2 + P_s (p1 - q2) + P_f (q1 - q2) ranges over the triangle with vertices
+    q2, q2 + (p1 - q2)/ell, q2 + (q1 - q2)/ell: the ratio is max / min of these (attained on a large
+    enough domain, an upper bound on any).
+    """
+    v = (q2, q2 + (p1 - q2) / ell, q2 + (q1 - q2) / ell)
+    return max(v) / min(v)
+
+
+def _ue_ratio(h: Fraction, p: Fraction) -> Fraction:
+    """Exact worst-case ratio of PCKV-UE (a = 1/2, sampled key: x w.p. p/2, -x w.p. (1-p)/2, 0 w.p.
+    1/2; other keys: +1, -1 w.p. h each, 0 w.p. 1 - 2h). Pr[y | S] = Φ(y) Σ P(k, x) Ψ(y_k; x) with
+    Φ independent of S and Ψ in {p/(2h), (1-p)/(2h), (1/2)/(1 - 2h)}: the ratio is max Ψ / min Ψ."""
+    psi = (p / (2 * h), (1 - p) / (2 * h), Fraction(1, 2) / (1 - 2 * h))
+    return max(psi) / min(psi)
 
 
 class PaddingSamplingKeyValue(KeyValueMechanism):
@@ -60,8 +95,9 @@ class PaddingSamplingKeyValue(KeyValueMechanism):
             raise ValidationError("user set has a key outside [0, d) or a repeated key", parameter="x")
         L = max(ks.size, self.ell)
         P = np.zeros((self.d_ext, 2))
-        P[ks, 0] = (1 + vs) / 2 / L
-        P[ks, 1] = (1 - vs) / 2 / L
+        pp = discretize_probability(vs)  # the realised Pr[x = +1]
+        P[ks, 0] = pp / L
+        P[ks, 1] = (1 - pp) / L
         P[self.d:, :] = (1 - ks.size / L) / self.ell / 2
         return P
 
@@ -179,8 +215,12 @@ class PCKVGRR(PaddingSamplingKeyValue):
     key and send x w.p. p (else -x); w.p. 1 - a send a uniform other key of the extended domain
     with a uniform ±1. Optimal budget split (paper, Sec. 5): eps1 = ln[ell(e^eps - 1)/2 + 1],
     eps2 = ln[ell(e^eps - 1) + 1]; a = e^{eps1}/(e^{eps1} + d' - 1), p = e^{eps2}/(e^{eps2} + 1).
+    Sampled: p rounded down to the 2^-53 grid (for ell = 1 lowered until p/(1-p) <= e^eps), a
+    rounded down and lowered until the exact ratio :func:`padding_ratio` (p1 = a p, q1 = a (1 - p),
+    q2 = (1 - a)/(2 (d' - 1))) is <= e^eps; the other key and the ±1 are exact uniform draws.
 
-    Privacy: eps-LDP for the whole client path (Thm 3 with the optimal split); note that for
+    Privacy: exactly ``effective_epsilon``-LDP (<= eps) for the whole client path (Thm 3 with the
+    optimal split: the ratio is e^eps before rounding); note that for
     ell > 1 the per-pair GRR alone is *not* eps-LDP — the guarantee needs the sampling mixture,
     which :meth:`probabilities` includes. Estimators: unbiased frequency; improved mean
     (Alg. 4, 2x2 solve + clipping). Cost: O(n) encode/aggregate, ceil(log2 d') + 1 bits.
@@ -191,13 +231,26 @@ class PCKVGRR(PaddingSamplingKeyValue):
 
     def __init__(self, epsilon: float, d: int, ell: int = 1) -> None:
         super().__init__(epsilon, d, ell)
-        e, ell, dp = math.exp(self.epsilon), self.ell, self.d_ext
-        self.eps1 = math.log(ell * (e - 1) / 2 + 1)
-        self.eps2 = math.log(ell * (e - 1) + 1)
-        self.a = (ell * (e - 1) + 2) / (ell * (e - 1) + 2 * dp)
-        self.b = (1 - self.a) / (dp - 1)
-        self.p = (ell * (e - 1) + 1) / (ell * (e - 1) + 2)
-        self.p1, self.q1, self.q2 = self.a * self.p, self.a * (1 - self.p), self.b / 2
+        ell, dp = self.ell, self.d_ext
+        x = ell * math.expm1(self.epsilon)  # ell (e^eps - 1); inf past the double range
+        self.eps1 = math.log1p(x / 2)
+        self.eps2 = math.log1p(x)
+        a_ideal = 1.0 - (2 * dp - 2) / (x + 2 * dp)  # (x + 2)/(x + 2 d'), 1.0 rather than nan at x = inf
+        p_ideal = 1.0 - 1.0 / (x + 2)  # (x + 1)/(x + 2)
+        if ell == 1:  # the ratio is at least p/(1-p) (= e^eps ideally) whatever a is: meet it first
+            p, _ = calibrate_probability(p_ideal, self.epsilon, lambda t: t / (1 - t), "down")
+        else:  # as a -> 0 the ratio tends to 1
+            p = min(1 - _STEP, max(_STEP, grid_fraction(p_ideal, UNIFORM_PRECISION, "down")))
+        # a moves q2 = (1 - a)/(2 (d' - 1)), the smallest probability, by a relative step; the ratio
+        # is non-decreasing in a
+        a, self.effective_epsilon = calibrate_probability(
+            a_ideal, self.epsilon, lambda t: padding_ratio(t * p, t * (1 - p), (1 - t) / (2 * (dp - 1)), ell), "down")
+        #: exact sampled probabilities (a, p on the 2^-53 grid)
+        self.a_exact, self.p_exact = a, p
+        self.p1_exact, self.q1_exact, self.q2_exact = a * p, a * (1 - p), (1 - a) / (2 * (dp - 1))
+        self.a, self.p = float(a), float(p)
+        self.b = float((1 - a) / (dp - 1))
+        self.p1, self.q1, self.q2 = float(self.p1_exact), float(self.q1_exact), float(self.q2_exact)
 
     def _randomize(self, values: Any, rng: np.random.Generator) -> Reports:
         data = self.check_data(values)
@@ -247,9 +300,12 @@ class PCKVUE(PaddingSamplingKeyValue):
 
     y[k] = x w.p. a p, -x w.p. a (1 - p), 0 w.p. 1 - a for the sampled key; every other key:
     ±1 w.p. b/2 each, 0 w.p. 1 - b. Optimal split: a = 1/2, b = 2/(e^eps + 3), p = e^eps/(e^eps + 1)
-    (eps1 = ln[(e^eps + 1)/2], eps2 = eps). Privacy eps-LDP (Thm 2, App. A; checked exactly on the
-    full client path). Cost: d + ell trits per report, O(n (d + ell)) encode and aggregate
-    (chunked) — the aggregation term dominates.
+    (eps1 = ln[(e^eps + 1)/2], eps2 = eps). Sampled: b/2 rounded up to the 2^-53 grid, p rounded
+    down to the 2^-52 grid (so a p and a (1 - p) are on the 2^-53 grid) and lowered until the exact
+    ratio (max/min of p/b, (1-p)/b, (1/2)/(1-b)) is <= e^eps. Privacy: exactly
+    ``effective_epsilon``-LDP, <= eps (Thm 2, App. A; checked exactly on the full client path).
+    Cost: d + ell trits per report, O(n (d + ell)) encode and aggregate (chunked) — the aggregation
+    term dominates.
     """
 
     name = "pckv-ue"
@@ -257,10 +313,15 @@ class PCKVUE(PaddingSamplingKeyValue):
 
     def __init__(self, epsilon: float, d: int, ell: int = 1) -> None:
         super().__init__(epsilon, d, ell)
-        e = math.exp(self.epsilon)
-        self.a, self.b, self.p = 0.5, 2 / (e + 3), e / (e + 1)
-        self.eps1, self.eps2 = math.log((e + 1) / 2), self.epsilon
-        self.p1, self.q1, self.q2 = self.a * self.p, self.a * (1 - self.p), self.b / 2
+        en = _exp_neg(self.epsilon)
+        h = max(_STEP, grid_fraction(en / (1.0 + 3.0 * en), UNIFORM_PRECISION, "up"))  # b/2 = 1/(e^eps + 3)
+        p, self.effective_epsilon = calibrate_probability(1.0 / (1.0 + en), self.epsilon, lambda t: _ue_ratio(h, t),
+                                                          "down", precision=UNIFORM_PRECISION - 1)
+        #: exact sampled probabilities (b/2 and a p = p/2 on the 2^-53 grid, a = 1/2)
+        self.h_exact, self.p_exact = h, p
+        self.a, self.b, self.p = 0.5, float(2 * h), float(p)
+        self.eps1, self.eps2 = math.log1p(math.expm1(self.epsilon) / 2), self.epsilon
+        self.p1, self.q1, self.q2 = float(p / 2), float((1 - p) / 2), float(h)
 
     def _randomize(self, values: Any, rng: np.random.Generator) -> Reports:
         data = self.check_data(values)
@@ -330,8 +391,9 @@ def _simulate_cells(mech: PaddingSamplingKeyValue, sample_counts: np.ndarray,
 
 
 def hiskv_cell_probabilities(epsilon: float, d_cells: int, c: float) -> tuple[float, float, float]:
-    """HISKV's eps-LDP cell probabilities: t = 1/(e^eps + c + d' - 2),
-    p1 = e^eps t (same cell), q1 = c t (same key, flipped value), q2 = t (any other cell)."""
+    """HISKV's ideal eps-LDP cell probabilities: t = 1/(e^eps + c + d' - 2),
+    p1 = e^eps t (same cell), q1 = c t (same key, flipped value), q2 = t (any other cell).
+    (:class:`HISKV` samples them rounded to the 2^-53 grid and calibrated, see there.)"""
     e = math.exp(epsilon)
     t = 1.0 / (e + c + d_cells - 2)
     return e * t, c * t, t
@@ -407,8 +469,13 @@ class HISKV(PaddingSamplingKeyValue):
     (the paper's literal probabilities cannot be eps-LDP, see docs/keyvalue.md). c = 1 is plain GRR
     over the cells; c > 1 preserves keys more often (better frequencies, worse means).
 
-    Privacy: eps-LDP per user (each user is in one group; both randomizers are eps-LDP; checked
-    exactly for the full client path including the group choice and padding-sampling).
+    Sampled: q1 = c t rounded up to the 2^-53 grid, p1 rounded down and lowered until the exact
+    :func:`padding_ratio` is <= e^eps, q2 = (1 - p1 - q1)/(2(d + ell) - 2) (an exact uniform draw of
+    the other cell); beta rounded up to the grid (the law of ``random() < beta``).
+
+    Privacy: exactly ``effective_epsilon``-LDP per user, <= eps (each user is in one group; the
+    larger of the two randomizers' exact eps; checked exactly for the full client path including
+    the group choice and padding-sampling).
     Cost: O(n) encode/aggregate; ceil(log2 2(d + ell)) bits per report. Frequency variance
     dominated by ell² b'(1 - b')/(n' (a' - b')²) with n' = (1 - beta) n.
 
@@ -429,15 +496,30 @@ class HISKV(PaddingSamplingKeyValue):
                  length_correction: str = "norm-sub") -> None:
         super().__init__(epsilon, d, ell)
         self.amplify = bool(amplify)
-        self.cell_epsilon = math.log(self.ell * math.expm1(self.epsilon) + 1) if self.amplify else self.epsilon
-        e = math.exp(self.cell_epsilon)
+        x = (self.ell if self.amplify else 1) * math.expm1(self.epsilon)  # e^{eps'} - 1 (inf past the doubles)
+        self.cell_epsilon = math.log1p(x) if self.amplify else self.epsilon
+        e = x + 1.0
         self.c = check_real(c, "c", low=1.0, high=e, high_open=True)
-        self.beta = check_real(beta, "beta", low=0.0, high=1.0, high_open=True)
+        beta = check_real(beta, "beta", low=0.0, high=1.0, high_open=True)
+        #: Pr[random() < beta] exactly: beta rounded up to the 2^-53 grid
+        self.beta = float(grid_fraction(beta, UNIFORM_PRECISION, "up"))
         self.max_length = self.d if max_length is None else check_positive_int(max_length, "max_length", minimum=2)
         self.quantile = quantile
         self.length_correction = length_correction
         self.oetl = OETL(self.epsilon, self.max_length, quantile, length_correction)
-        self.p1, self.q1, self.q2 = hiskv_cell_probabilities(self.cell_epsilon, 2 * self.d_ext, self.c)
+        D = 2 * self.d_ext
+        t = 1.0 / (e + self.c + D - 2)
+        q1 = max(_STEP, grid_fraction(self.c * t, UNIFORM_PRECISION, "up"))
+        p1_ideal = min(1.0 - (self.c + D - 2) * t, float(1 - q1 - _STEP))  # e' t; q2 stays > 0
+        ell_ = self.ell
+        p1, eff = calibrate_probability(p1_ideal, self.epsilon,
+                                        lambda u: padding_ratio(u, q1, (1 - u - q1) / (D - 2), ell_), "down")
+        #: exact sampled probabilities (p1, p1 + q1 on the 2^-53 grid)
+        self.p1_exact, self.q1_exact, self.q2_exact = p1, q1, (1 - p1 - q1) / (D - 2)
+        self.p1, self.q1, self.q2 = float(p1), float(q1), float(self.q2_exact)
+        #: LRR_KV's exact eps; the statement is the larger of it and OETL's (when beta > 0)
+        self.lrr_epsilon = eff
+        self.effective_epsilon = max(eff, self.oetl.grr.effective_epsilon) if self.beta > 0 else eff
 
     def with_length(self, ell: int) -> "HISKV":
         """The same mechanism with truncation length ``ell``."""
@@ -549,10 +631,11 @@ class HISKV(PaddingSamplingKeyValue):
         return float(cs[int(np.argmin(cost))])
 
     def _privacy(self) -> PrivacyStatement:
-        return PrivacyStatement(self.epsilon, 0.0, "local", "replace_one",
+        return PrivacyStatement(self.effective_epsilon, 0.0, "local", "replace_one",
                                 note=f"HISKV: OETL (beta={self.beta:g}) or LRR_KV (ell={self.ell}, c={self.c:g}, "
                                      f"amplify={self.amplify}); "
-                                     "parallel composition over disjoint users")
+                                     "parallel composition over disjoint users; exact eps of the sampled "
+                                     f"probabilities <= requested {self.epsilon:g}")
 
 
 def _take_users(data: KeyValueData, idx: np.ndarray) -> KeyValueData:

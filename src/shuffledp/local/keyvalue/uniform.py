@@ -7,7 +7,7 @@ Each user draws j ~ U[0, d) and reports only about key j: her *input state* is
 
 from __future__ import annotations
 
-import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -17,10 +17,15 @@ from ...core.estimate import Estimate
 from ...core.privacy import PrivacyStatement
 from ...core.validation import check_int_values, check_positive_int, check_real
 from ..base import Reports
-from .base import KeyValueEstimate, KeyValueMechanism, _check_stat, _nan_stderr, user_pairs
-from .data import KeyValueData, discretize, uniform_key_sample
+from ..bits import UNIFORM_PRECISION, calibrate_probability
+from .base import KeyValueEstimate, KeyValueMechanism, _check_stat, _column_ratio, _exp_neg, _nan_stderr, user_pairs
+from .data import KeyValueData, discretize, discretize_probability, uniform_key_sample
 
 __all__ = ["UniformSamplingKeyValue", "PrivKV", "PrivKVM", "KVUE", "KVOH", "LDPKVApprox"]
+
+
+#: numpy's ``Generator.random()`` returns ``k / 2^53``
+_SCALE = float(1 << 53)
 
 
 def _inverse_mean_count(n: int, d: int) -> float:
@@ -72,7 +77,7 @@ class UniformSamplingKeyValue(KeyValueMechanism):
         value = np.zeros(self.d)
         held = np.zeros(self.d, bool)
         value[ks], held[ks] = vs, True
-        pp = (1.0 + value[j]) / 2.0
+        pp = discretize_probability(value[j])
         p_held = pp * M[1, s] + (1.0 - pp) * M[2, s]
         return np.where(held[j], p_held, M[0, s]) / self.d
 
@@ -164,9 +169,13 @@ class KVUE(_RatioMeanMixin, UniformSamplingKeyValue):
     """KVUE (Sun et al. 2019, arXiv 1907.05014): uniform key sampling + 3-state GRR.
 
     The state <presence, value> of the sampled key is reported by generalized randomized response
-    over the 3 states: kept w.p. p = e^eps/(e^eps + 2), each other state q = 1/(e^eps + 2).
+    over the 3 states: kept w.p. p ~ e^eps/(e^eps + 2), each other state q = (1 - p)/2. The sampled
+    p is the ideal one rounded down to the 2^-52 grid (so p, q = (1-p)/2 and the cumulative
+    thresholds p + q, 2q compared with ``random()`` are on the 2^-53 grid: sampled exactly) and
+    lowered until 2p/(1-p) <= e^eps holds exactly (:func:`~shuffledp.local.bits.calibrate_probability`).
 
-    Privacy: eps-LDP (3-ary GRR; the sampling is independent of the data).
+    Privacy: exactly ``effective_epsilon``-LDP, ``effective_epsilon = ln(2p/(1-p)) <= epsilon``
+    (3-ary GRR; the sampling is independent of the data).
     Cost: O(n) encode and aggregate; ceil(log2 d) + 2 bits per report. Frequency variance is
     dominated by d·q(1-q)... / (n (p-q)^2): only ~n/d users report on each key.
     """
@@ -176,8 +185,12 @@ class KVUE(_RatioMeanMixin, UniformSamplingKeyValue):
 
     def __init__(self, epsilon: float, d: int) -> None:
         super().__init__(epsilon, d)
-        e = math.exp(self.epsilon)
-        self.p, self.q = e / (e + 2), 1 / (e + 2)
+        p_ideal = 1.0 / (1.0 + 2.0 * _exp_neg(self.epsilon))
+        p, self.effective_epsilon = calibrate_probability(p_ideal, self.epsilon, lambda t: 2 * t / (1 - t), "down",
+                                                          precision=UNIFORM_PRECISION - 1)
+        #: exact sampled probabilities (p on the 2^-52 grid, q = (1 - p)/2 on the 2^-53 grid)
+        self.p_exact, self.q_exact = p, (1 - p) / 2
+        self.p, self.q = float(p), float(self.q_exact)
 
     def _matrix(self) -> np.ndarray:
         M = np.full((3, 3), self.q)
@@ -206,8 +219,10 @@ class LDPKVApprox(KVUE):
 class KVOH(UniformSamplingKeyValue):
     """KVOH (Sun et al. 2019): uniform key sampling + one-hot over 3 states + per-bit RR at eps/2.
 
-    Bits are [absent, value -1, value +1]; each bit is kept w.p. p = e^{eps/2}/(e^{eps/2} + 1).
-    Two bits differ between any two inputs, so the report is eps-LDP.
+    Bits are [absent, value -1, value +1]; each bit is kept w.p. p ~ e^{eps/2}/(e^{eps/2} + 1)
+    (rounded down to the 2^-53 grid, sampled exactly by ``random() >= p`` for a flip, lowered until
+    (p/(1-p))^2 <= e^eps holds exactly). Two bits differ between any two inputs, so the report is
+    exactly ``effective_epsilon``-LDP, ``effective_epsilon = 2 ln(p/(1-p)) <= epsilon``.
     Decoder (the standard SUE debias of Wang, Blocki, Li, Jha, USENIX Security 2017 — the paper's own decoder was not available):
     Ĉ_s = (c_s - N q)/(p - q); f̂ = (Ĉ+ + Ĉ-)/N; m̂ = (Ĉ+ - Ĉ-)/(Ĉ+ + Ĉ-).
     Cost: O(n) encode and aggregate, ceil(log2 d) + 3 bits per report.
@@ -218,8 +233,10 @@ class KVOH(UniformSamplingKeyValue):
 
     def __init__(self, epsilon: float, d: int) -> None:
         super().__init__(epsilon, d)
-        e = math.exp(self.epsilon / 2)
-        self.p, self.q = e / (e + 1), 1 / (e + 1)
+        p, self.effective_epsilon = calibrate_probability(1.0 / (1.0 + _exp_neg(self.epsilon / 2)), self.epsilon,
+                                                          lambda t: (t / (1 - t)) ** 2, "down")
+        self.p_exact = p
+        self.p, self.q = float(p), float(1 - p)
 
     _ONEHOT = np.array([[1, 0, 0], [0, 0, 1], [0, 1, 0]], dtype=np.int8)  # z -> [absent, minus, plus]
 
@@ -251,7 +268,7 @@ class KVOH(UniformSamplingKeyValue):
         value = np.zeros(self.d)
         held = np.zeros(self.d, bool)
         value[ks], held[ks] = vs, True
-        pp = (1.0 + value[j]) / 2.0
+        pp = discretize_probability(value[j])
         return np.where(held[j], pp * p_bits(1) + (1 - pp) * p_bits(2), p_bits(0)) / self.d
 
     def aggregate(self, reports: Reports) -> np.ndarray:
@@ -301,10 +318,14 @@ class PrivKV(UniformSamplingKeyValue):
 
     A user samples j ~ U[0, d). Holder: discretize v, flip it w.p. 1 - p2 (value perturbation),
     report <1, v+> w.p. p1 else <0, 0>. Non-holder: a fake value v ~ U[-1, 1] is discretized
-    and perturbed, reported w.p. 1 - p1, else <0, 0>. p_i = e^{eps_i}/(e^{eps_i} + 1).
+    and perturbed, reported w.p. 1 - p1, else <0, 0>. p_i ~ e^{eps_i}/(e^{eps_i} + 1), each rounded
+    down to the 2^-53 grid and drawn with its own ``random() < p_i`` (exact; the fake value's sign
+    is ``random() < 1/2``).
 
-    Privacy: eps1 + eps2 by sequential composition (the exact worst ratio is
-    max(e^{eps2}, e^{eps1}·2e^{eps2}/(e^{eps2} + 1)), smaller). Default split eps1 = eps2 = eps/2.
+    Privacy: exactly ``effective_epsilon``-LDP, the ln of the exact worst-case ratio of the sampled
+    (p1, p2), max(p1/(1-p1), p2/(1-p2), 2 p1 p2/(1-p1)) ~ max(e^{eps2}, e^{eps1}·2e^{eps2}/(e^{eps2} + 1)),
+    which is below e^eps = e^{eps1 + eps2} (sequential composition); p2 is lowered further if that
+    exact ratio would exceed e^eps. Default split eps1 = eps2 = eps/2.
     Estimators (the paper's): f̂ = (N'/N + p1 - 1)/(2 p1 - 1) (unbiased);
     m̂ = (n1* - n2*)/N' with n_i* = clip(((p2 - 1) N' + n_i)/(2 p2 - 1), 0, N') — *biased* towards
     0 because non-holders' fake values are mixed in (Ye, Hu, Meng, Zheng, "PrivKV: key-value data collection with local differential privacy",
@@ -321,16 +342,47 @@ class PrivKV(UniformSamplingKeyValue):
                                        high_open=True)
         self.eps1 = self.epsilon * self.key_fraction
         self.eps2 = self.epsilon - self.eps1
-        self.p1 = math.exp(self.eps1) / (math.exp(self.eps1) + 1)
-        self.p2 = math.exp(self.eps2) / (math.exp(self.eps2) + 1)
+        p1, _ = calibrate_probability(1.0 / (1.0 + _exp_neg(self.eps1)), self.eps1, lambda t: t / (1 - t), "down")
+        p2, self.effective_epsilon = calibrate_probability(1.0 / (1.0 + _exp_neg(self.eps2)), self.epsilon,
+                                                           lambda t: _privkv_ratio(p1, t), "down")
+        #: exact sampled probabilities (on the 2^-53 grid)
+        self.p1_exact, self.p2_exact = p1, p2
+        self.p1, self.p2 = float(p1), float(p2)
+
+    def fake_threshold(self, fake_mean: Any) -> np.ndarray:
+        """Pr[a non-holder's fake value is reported +1] for the public fake mean(s): ideally
+        (1 + m)/2 p2 + (1 - m)/2 (1 - p2) (discretize m, keep w.p. p2), as sampled: rounded up to the
+        2^-53 grid (the law of ``random() <`` it) and kept within [1 - p2, p2], the range the
+        privacy bound allows. PrivKV's fake values are uniform on [-1, 1]: m = 0 gives exactly 1/2."""
+        m = np.asarray(fake_mean, dtype=np.float64)
+        p2 = self.p2
+        fp = (1 + m) / 2 * p2 + (1 - m) / 2 * (1 - p2)
+        return np.clip(np.ceil(fp * _SCALE) / _SCALE, 1 - p2, p2)
 
     def _matrix(self, fake_mean: float = 0.0, p1: float | None = None) -> np.ndarray:
         p1 = self.p1 if p1 is None else p1
         p2 = self.p2
-        fp = (1 + fake_mean) / 2 * p2 + (1 - fake_mean) / 2 * (1 - p2)  # fake reported as +1
+        fp = float(self.fake_threshold(fake_mean))  # fake reported as +1
         return np.array([[p1, (1 - p1) * fp, (1 - p1) * (1 - fp)],
                          [1 - p1, p1 * p2, p1 * (1 - p2)],
                          [1 - p1, p1 * (1 - p2), p1 * p2]])
+
+    def _perturb(self, data: KeyValueData, p1: float, fake: np.ndarray,
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """One round of the Local Perturbation Protocol: the key step ``random() < p1`` and the
+        value step ``random() < p2`` (or the fake value's ``random() < fake_threshold``), each a
+        threshold on the 2^-53 grid, so every probability is sampled exactly."""
+        j, z = self.input_states(data, rng)
+        fp = self.fake_threshold(fake[j])
+        u1, u2 = rng.random(data.n), rng.random(data.n)
+        s_hold = np.where(u1 < p1, np.where(u2 < self.p2, z, 3 - z), 0)
+        s_non = np.where(u1 < p1, 0, np.where(u2 < fp, 1, 2))
+        return j, np.where(z > 0, s_hold, s_non).astype(np.int8)
+
+    def _randomize(self, values: Any, rng: np.random.Generator) -> Reports:
+        data = self.check_data(values)
+        j, s = self._perturb(data, self.p1, np.zeros(self.d), rng)
+        return {"j": j.astype(np.int64), "s": s}
 
     def _mean_from_counts(self, n1: np.ndarray, n2: np.ndarray, p2: float,
                           previous: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -360,8 +412,9 @@ class PrivKV(UniformSamplingKeyValue):
         return KeyValueEstimate(freq, mean, np.clip(f, 0, 1), corr, None, {"N": N})
 
     def _privacy(self) -> PrivacyStatement:
-        return PrivacyStatement(self.epsilon, 0.0, "local", "replace_one",
-                                note=f"PrivKV: eps1={self.eps1:g} (key) + eps2={self.eps2:g} (value)")
+        return PrivacyStatement(self.effective_epsilon, 0.0, "local", "replace_one",
+                                note=f"PrivKV: eps1={self.eps1:g} (key) + eps2={self.eps2:g} (value); exact eps "
+                                     f"of the sampled p1={self.p1!r}, p2={self.p2!r} <= requested {self.epsilon:g}")
 
 
 class PrivKVM(PrivKV):
@@ -371,7 +424,10 @@ class PrivKVM(PrivKV):
     E[m^(r)] = f m + (1 - f) m^(r-1) -> m (with p1 = 1/2 in rounds >= 2).
     Budget schedules: ``"pckv-code"`` (default; as in the PCKV authors' PrivKVM.m):
     round 1 key eps/2, every round value eps/(2c), rounds 2..c key budget 0 (p1 = 1/2);
-    ``"even"``: every round eps1 = eps2 = eps/(2c). Total eps by sequential composition.
+    ``"even"``: every round eps1 = eps2 = eps/(2c). Total eps by sequential composition; exactly:
+    each round's worst ratio over the public fake means (p1/(1-p1))·(p2/(1-p2)) for the sampled
+    grid probabilities, multiplied over rounds, with p2 lowered until the product is <= e^eps
+    (``effective_epsilon`` is its ln).
     Frequencies come from round 1. Communication c (ceil(log2 d) + 2) bits; cost O(c n).
 
     ``randomize`` uses the public per-round fake means ``fake_means`` (shape (c, d), default
@@ -389,12 +445,21 @@ class PrivKVM(PrivKV):
         self.schedule = schedule
         c = self.rounds
         e2 = self.epsilon / (2 * c)
-        self.p2 = math.exp(e2) / (math.exp(e2) + 1)
         if schedule == "pckv-code":
             e1 = [self.epsilon / 2] + [0.0] * (c - 1)
         else:
             e1 = [e2] * c
-        self.round_p1 = np.array([math.exp(x) / (math.exp(x) + 1) for x in e1])
+        cache: dict[float, Fraction] = {0.0: Fraction(1, 2)}  # key budget 0: p1 = 1/2 exactly
+        for x in e1:
+            if x not in cache:
+                cache[x] = calibrate_probability(1.0 / (1.0 + _exp_neg(x)), x, lambda t: t / (1 - t), "down")[0]
+        p1s = [cache[x] for x in e1]
+        p2, self.effective_epsilon = calibrate_probability(1.0 / (1.0 + _exp_neg(e2)), self.epsilon,
+                                                           lambda t: _privkvm_ratio(p1s, t), "down")
+        #: exact sampled probabilities (on the 2^-53 grid)
+        self.round_p1_exact, self.p2_exact, self.p1_exact = p1s, p2, p1s[0]
+        self.p2 = float(p2)
+        self.round_p1 = np.array([float(x) for x in p1s])
         self.p1 = float(self.round_p1[0])
         self.fake_means = np.zeros((c, self.d))
 
@@ -403,16 +468,8 @@ class PrivKVM(PrivKV):
 
     def _randomize_round(self, data: KeyValueData, r: int, fake: np.ndarray,
                          rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        j, z = self.input_states(data, rng)
-        # fake value of a non-holder for key j: discretize(m) then perturb -> +1 w.p. fp(m)
-        p1, p2 = float(self.round_p1[r]), self.p2
-        m = fake[j]
-        fp = (1 + m) / 2 * p2 + (1 - m) / 2 * (1 - p2)
-        u1, u2 = rng.random(data.n), rng.random(data.n)
-        s_hold = np.where(u1 < p1, np.where(u2 < p2, z, 3 - z), 0)
-        s_non = np.where(u1 < p1, 0, np.where(u2 < fp, 1, 2))
-        s = np.where(z > 0, s_hold, s_non).astype(np.int8)
-        return j, s
+        # fake value of a non-holder for key j: discretize(m) then perturb -> +1 w.p. fake_threshold(m)
+        return self._perturb(data, float(self.round_p1[r]), fake, rng)
 
     def _randomize(self, values: Any, rng: np.random.Generator) -> Reports:
         data = self.check_data(values)
@@ -440,10 +497,9 @@ class PrivKVM(PrivKV):
         for r in range(self.rounds):  # rounds (a handful), vectorized over reports
             j, s = J[:, r], S[:, r]
             p1, p2 = float(self.round_p1[r]), self.p2
-            m = self.fake_means[r][j]
-            fp = (1 + m) / 2 * p2 + (1 - m) / 2 * (1 - p2)
+            fp = self.fake_threshold(self.fake_means[r][j])
             p_non = np.where(s == 0, p1, (1 - p1) * np.where(s == 1, fp, 1 - fp))
-            pp = (1 + value[j]) / 2
+            pp = discretize_probability(value[j])
             keep_plus = np.where(s == 1, p2, 1 - p2)  # prob of reporting +1/-1 given true +1
             p_hold = np.where(s == 0, 1 - p1, p1 * (pp * keep_plus + (1 - pp) * (1 - keep_plus)))
             out *= np.where(held[j], p_hold, p_non) / self.d
@@ -496,5 +552,26 @@ class PrivKVM(PrivKV):
         return inv * (a * (1 - a) / (a - b) ** 2 + f * (1 - f) * n / max(n - 1, 1)) - f * (1 - f) / max(n - 1, 1)
 
     def _privacy(self) -> PrivacyStatement:
-        return PrivacyStatement(self.epsilon, 0.0, "local", "replace_one",
-                                note=f"PrivKVM: {self.rounds} rounds, schedule {self.schedule}, sequential composition")
+        return PrivacyStatement(self.effective_epsilon, 0.0, "local", "replace_one",
+                                note=f"PrivKVM: {self.rounds} rounds, schedule {self.schedule}, sequential "
+                                     f"composition; exact eps of the sampled probabilities <= requested {self.epsilon:g}")
+
+
+def _privkv_ratio(p1: Fraction, p2: Fraction) -> Fraction:
+    """Exact worst-case ratio of PrivKV's report for sampled (p1, p2): the non-holder row (fake sign
+    1/2) and the two holder rows (x = +1, -1; a holder's row is a mixture of them)."""
+    return _column_ratio([[p1, (1 - p1) / 2, (1 - p1) / 2],
+                          [1 - p1, p1 * p2, p1 * (1 - p2)],
+                          [1 - p1, p1 * (1 - p2), p1 * p2]])
+
+
+def _privkvm_ratio(p1s: list[Fraction], p2: Fraction) -> Fraction:
+    """Exact worst-case ratio of PrivKVM's rounds (independent given the input: the product), each
+    over every public fake mean (the fake +1 probability ranges over [1 - p2, p2])."""
+    out = Fraction(1)
+    for p1 in p1s:
+        out *= _column_ratio([[p1, (1 - p1) * (1 - p2), (1 - p1) * p2],
+                              [p1, (1 - p1) * p2, (1 - p1) * (1 - p2)],
+                              [1 - p1, p1 * p2, p1 * (1 - p2)],
+                              [1 - p1, p1 * (1 - p2), p1 * p2]])
+    return out
