@@ -57,7 +57,9 @@ def support_counts_torch(seeds: np.ndarray, y: np.ndarray, prime: int, g: int, d
     counts = torch.zeros(span, dtype=torch.int64, device=dev)
 
     # the numpy path's split: blocks of consecutive offsets counted densely, the rest enumerated
-    rows = max(1, min(_lp.dense_block_rows(P), max_cells // (P + 1)))
+    # offsets per dense block: cache-sized on CPU tensors; on a GPU as many as the cell budget allows
+    # (a block costs a dozen kernel launches, and its passes stream through device memory)
+    rows = max(1, min(_lp.dense_block_rows(P) if dev.type == "cpu" else order, max_cells // (P + 1)))
     blk = torch.div(off, rows, rounding_mode="floor")
     n_blocks = -(-order // rows)
     block_cells = torch.zeros(n_blocks, dtype=torch.int64, device=dev).index_add_(0, blk, sizes)
