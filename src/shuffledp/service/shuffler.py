@@ -70,8 +70,8 @@ from .client_auth import ClientTokens, RateLimiter
 from .http_common import Problem, check_bearer, service_app, task_id_from_hex, read_body, sign_request
 from .periodic import PeriodicThread
 from .storage import (delete_pending_digests, insert_ignore, make_engine, move_pending_to_batch, read_connection,
-                      shuffler_batch_items, shuffler_batches, shuffler_counters, shuffler_pending, shuffler_tasks,
-                      upgrade)
+                      shuffler_batch_items, shuffler_batches, shuffler_counters, shuffler_pending, shuffler_released,
+                      shuffler_tasks, upgrade)
 from .wire import (ALLOWED_SUITES, HEALTH_BATCH_STATES, HEALTH_PATH, MAX_HEALTH_TASKS, MAX_UPLOAD_BYTES,
                    MAX_UPLOAD_REPORTS, UPLOAD_USER, Batch, DecodeError, batch_id_from_digests, decode_upload_v2,
                    encode_batch, marker_digest, parse_header)
@@ -325,6 +325,12 @@ class ShufflerState:
             for s in range(0, len(keys), 5000):
                 existing.update(r[0] for r in c.execute(select(shuffler_pending.c.envelope_digest).where(
                     shuffler_pending.c.task_id == task_id, shuffler_pending.c.envelope_digest.in_(keys[s:s + 5000]))))
+                if cfg.protocol is not None:
+                    # already released (a re-sent upload whose acknowledgement was lost): the
+                    # analyzer only gets the user count, so the shuffler must not count it again
+                    existing.update(r[0] for r in c.execute(select(shuffler_released.c.envelope_digest).where(
+                        shuffler_released.c.task_id == task_id,
+                        shuffler_released.c.envelope_digest.in_(keys[s:s + 5000]))))
             new = [rows[k] for k in keys if k not in existing]
             for part in ([r for r in new if "users" not in r], [r for r in new if "users" in r]):
                 if part:   # messages, then user markers (one executemany per row shape)
@@ -367,6 +373,7 @@ class ShufflerState:
             tids = {r[0] for r in c.execute(select(shuffler_pending.c.task_id).distinct())}
             tids |= {r[0] for r in c.execute(select(shuffler_batches.c.task_id).where(
                 shuffler_batches.c.state.in_(("ready", "retrying", "rejected"))).distinct())}
+            tids |= {r[0] for r in c.execute(select(shuffler_released.c.task_id).distinct())}
         out = {"expired_retention": 0, "owed_batches_past_retention": 0, "rejected_batches_past_retention": 0}
         for task_id in sorted(tids):
             try:
@@ -383,6 +390,9 @@ class ShufflerState:
                     shuffler_batches.c.state.in_(("ready", "retrying", "rejected")),
                     shuffler_batches.c.window < h).group_by(shuffler_batches.c.state)).all())
             n_pending = self._delete_pending_chunked(task_id, b"".join(old), "expired_retention")
+            with self.write_lock, self.engine.begin() as c:   # released members' digests past retention
+                c.execute(delete(shuffler_released).where(shuffler_released.c.task_id == task_id,
+                                                          shuffler_released.c.window < h))
             n_owed, n_rej = int(owed.get("ready", 0)) + int(owed.get("retrying", 0)), int(owed.get("rejected", 0))
             if n_owed:
                 log.warning("%d undelivered batch(es) are past retention; kept until the analyzer acknowledges",
@@ -585,7 +595,7 @@ class ShufflerState:
         """
         with read_connection(self.engine) as c:
             b = c.execute(select(shuffler_batches.c.task_id, shuffler_batches.c.n, shuffler_batches.c.state,
-                                 shuffler_batches.c.members, shuffler_batches.c.n_users)
+                                 shuffler_batches.c.members, shuffler_batches.c.n_users, shuffler_batches.c.window)
                           .where(shuffler_batches.c.batch_id == bid)).first()
             if b is None or b.state != "forming":
                 return
@@ -608,6 +618,10 @@ class ShufflerState:
                             # nor in the batch only if the database was changed behind the shuffler
                             raise RuntimeError(f"{min(e, n) - s - have} member(s) of a forming batch are "
                                                "neither pending nor in the batch")
+                if n_users is not None:   # protocol batch: remember what was released (exactly-once users)
+                    c.execute(insert_ignore(self.engine, shuffler_released), [
+                        {"task_id": task_id, "envelope_digest": chunk[i:i + DIGEST_LEN], "window": int(b.window)}
+                        for i in range(0, len(chunk), DIGEST_LEN)])
                 delete_pending_digests(c, task_id, chunk)
             time.sleep(FORM_YIELD_SECONDS)
         with self.write_lock, self.engine.begin() as c:
