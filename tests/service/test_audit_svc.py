@@ -182,3 +182,39 @@ def test_dashboard_export_of_a_task_with_any_name(tmp_path, name):
                 assert disp.count('"') == 2 and "\\" not in disp
     finally:
         an.engine.dispose()
+
+
+def test_sdk_refuses_a_task_whose_time_precision_is_below_the_floor(tmp_path, monkeypatch):
+    """The analyzer is the party the shuffle hides clients from, and it serves the task
+    configuration the SDK seals reports under. The SDK already refuses a configuration whose
+    ``min_batch_size`` is too small for its own target; it accepted any ``time_precision``, so an
+    analyzer publishing ``time_precision = 1`` learned the second each report was made (linkable to
+    the connection that carried it), which the services refuse at task creation (floor 60 s)."""
+    import httpx
+
+    from shuffledp.service.client import ConfigError, fetch_task
+    from shuffledp.service.wire import encode_key_list
+    an = AnalyzerState(f"sqlite:///{tmp_path}/a.db", admin_token=TOKEN, collector_token="c", peer_secret=b"p",
+                       min_time_precision=1)
+    try:
+        cfgs = {tp: create_task_config(name=f"tp{tp}", mechanism={"kind": "frequency", "name": "grr", "epsilon": 2.0,
+                                                                  "params": {"d": 4}},
+                                       target_central={"eps": 1.0, "delta": 1e-8}, time_precision=tp,
+                                       batch_window=3600, min_time_precision=1) for tp in (1, 60)}
+        by_path = {f"/v1/tasks/{c.task_id.hex()}/config": {"config": c.to_json(), "config_digest": c.digest.hex()}
+                   for c in cfgs.values()}
+
+        def handler(req: httpx.Request) -> httpx.Response:
+            if req.url.path == "/v1/hpke-keys":
+                return httpx.Response(200, content=encode_key_list(an.public_configs))
+            return httpx.Response(200, json=by_path[req.url.path])
+
+        http = httpx.Client(transport=httpx.MockTransport(handler))
+        monkeypatch.delenv("SHUFFLEDP_MIN_TIME_PRECISION", raising=False)   # production: no test override
+        assert fetch_task(http, "http://analyzer", cfgs[60].task_id)[0].time_precision == 60
+        with pytest.raises(ConfigError, match="time_precision"):
+            fetch_task(http, "http://analyzer", cfgs[1].task_id)
+        monkeypatch.setenv("SHUFFLEDP_MIN_TIME_PRECISION", "1")             # the test suites' override
+        assert fetch_task(http, "http://analyzer", cfgs[1].task_id)[0].time_precision == 1
+    finally:
+        an.engine.dispose()

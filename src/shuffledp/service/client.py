@@ -93,6 +93,12 @@ def fetch_task(http: httpx.Client, analyzer_url: str, task_id: bytes,
         raise ConfigError("task uses a test-only mechanism (no privacy); refused")
     if cfg.min_batch_size < cfg.min_batch_size_floor:
         raise ConfigError("task minimum batch size below its own floor")
+    floor = min_time_precision()
+    if cfg.time_precision < floor:
+        # the analyzer serves this configuration and is the party the shuffle hides clients from: a
+        # finer report time would tell it when each report was made (linkable to its connection)
+        raise ConfigError(f"task's time_precision is {cfg.time_precision} s, below the floor of {floor} s: report "
+                          f"times that fine link reports to their arrival; refused")
     try:   # reports the upload format cannot carry would never leave the outbox
         check_envelope_fits(cfg.report_schema.length)
     except ValidationError as e:
@@ -104,6 +110,14 @@ def fetch_task(http: httpx.Client, analyzer_url: str, task_id: bytes,
     if not keys:
         raise ConfigError("analyzer offers no supported HPKE key")
     return cfg, keys[0]
+
+
+def min_time_precision() -> int:
+    """The finest report time the SDK accepts (seconds): :data:`~shuffledp.service.config.MIN_TIME_PRECISION`,
+    lowered only by ``SHUFFLEDP_MIN_TIME_PRECISION`` (tests, as for the services' ``serve``)."""
+    from .config import MIN_TIME_PRECISION
+    v = os.environ.get("SHUFFLEDP_MIN_TIME_PRECISION", "")
+    return int(v) if v.isdigit() and int(v) >= 1 else MIN_TIME_PRECISION
 
 
 def _check_min_batch_size(cfg: TaskConfig) -> None:
