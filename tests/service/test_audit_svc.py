@@ -218,3 +218,31 @@ def test_sdk_refuses_a_task_whose_time_precision_is_below_the_floor(tmp_path, mo
         assert fetch_task(http, "http://analyzer", cfgs[1].task_id)[0].time_precision == 1
     finally:
         an.engine.dispose()
+
+
+def test_health_push_does_not_tell_the_analyzer_how_many_messages_pending_users_sent(pworld):
+    """Cnt_2M: a user holding x sends x + Ber(p) one-bit messages, so a user's message count is
+    her value whenever it is 0 or 2; the shuffle exists to hide it. The shuffler pushed its pending
+    envelope and user counts to the analyzer every 5 s: one user arriving in a quiet interval showed
+    up as users +1, envelopes +2, i.e. x = 1, long before (or without) any release of n users.
+    For tasks whose users are counted by markers, the push carries the pending users only."""
+    from shuffledp.service.analyzer import protocol_statement  # noqa: F401 - the analyzer side is unchanged
+    w = pworld
+    while True:   # one user who sends two messages (x = 1 and the Bernoulli bit 1)
+        pts, _route, users = encode_protocol_messages(w.cfg, np.ones(1, dtype=np.int64), w.clock.t)
+        if pts.shape[0] == 2:
+            break
+    envs = seal_many(w.cfg, w.key, pts, b"")
+    body = encode_upload_v2([(UPLOAD_MESSAGE, b"", e) for e in envs] + [(UPLOAD_USER, b"", m) for m in user_markers(1)])
+    assert w.sh.ingest(w.cfg.task_id, body)["accepted"] == 3
+    (_url, (entry,)), = w.sh.health_report().items()
+    assert entry["pending_users"] == 1
+    assert entry["pending_envelopes"] is None, entry      # 2 here would say: this user holds x = 1
+    # the analyzer keeps such a push (and the dashboard shows "–" for it)
+    import json
+
+    from shuffledp.service.http_common import sign_request
+    doc = json.dumps({"tasks": [entry]}).encode()
+    r = w.sh.http.put("/v1/shuffler-health", content=doc,
+                      headers={"authorization": sign_request(b"peer", "PUT", "/v1/shuffler-health", doc)})
+    assert r.status_code == 200 and r.json() == {"kept": 1, "dropped": 0}

@@ -126,6 +126,8 @@ class AnalyzerState:
                 j = e["shuffler"]
                 counts = {k: e[k] for k in HEALTH_COUNTS}
                 batches = {k: e["batches"].get(k, 0) for k in HEALTH_BATCH_STATES}
+                if counts["pending_envelopes"] is None:   # not reported (tasks counted by user markers)
+                    counts.pop("pending_envelopes")
                 for v in (j, *counts.values(), *batches.values()):
                     if type(v) is not int or not 0 <= v < 2**63:
                         raise ValueError("counts and shuffler must be non-negative integers")
@@ -143,7 +145,7 @@ class AnalyzerState:
             if j >= (cfg.n_shufflers if cfg.protocol is not None else 1):
                 dropped += 1
                 continue
-            self.shuffler_health[(t, j)] = {**counts, "batches": batches, "received_at": now}
+            self.shuffler_health[(t, j)] = {"pending_envelopes": None, **counts, "batches": batches, "received_at": now}
             kept += 1
         return {"kept": kept, "dropped": dropped}
 

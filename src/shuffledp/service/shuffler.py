@@ -751,8 +751,9 @@ class ShufflerState:
     def health_report(self) -> dict[str, list[dict]]:
         """Per analyzer URL, this shuffler's counts for each task it serves there.
 
-        One entry per task: its index in the deployment, pending envelopes and (protocol tasks) user
-        markers not yet batched, and batches by state (``forming``, ``ready``, ``retrying``,
+        One entry per task: its index in the deployment, pending envelopes (``None`` for a task whose
+        users are counted by markers: the number of messages pending users sent can be their values,
+        e.g. Cnt_2M) and (protocol tasks) user markers not yet batched, and batches by state (``forming``, ``ready``, ``retrying``,
         ``rejected``, ``delivered``). Counts only: no envelope, digest, client or time finer than
         the push itself leaves the shuffler.
         """
@@ -770,8 +771,15 @@ class ShufflerState:
             t = bytes(t)
             envs, users = pending.get(t, (0, 0))
             st = states.get(t, {})
+            try:
+                cfg = self.task(t)[0]
+                by_markers = cfg.protocol is not None and not cfg.protocol_object().one_message_per_user
+            except Exception:  # noqa: BLE001 - a task that cannot be read: say nothing about its messages
+                by_markers = True
             out.setdefault(url, []).append({
-                "task_id": t.hex(), "shuffler": self.shuffler_index(t), "pending_envelopes": envs,
+                # users counted by markers (multi-message protocols): how many messages the pending
+                # users sent is what the shuffle hides (Cnt_2M: x + Ber(p) messages), so only users
+                "task_id": t.hex(), "shuffler": self.shuffler_index(t), "pending_envelopes": None if by_markers else envs,
                 "pending_users": users, "batches": {k: st.get(k, 0) for k in HEALTH_BATCH_STATES}})
         return out
 
