@@ -191,7 +191,7 @@ def encode_protocol_messages(cfg: TaskConfig, values: Any, now: float, rng: None
     route = np.asarray(msgs.pop("shuffler", np.zeros(_rows(msgs), dtype=np.int64)), dtype=np.int64)
     m = _rows(msgs)
     ids = np.frombuffer(secrets.token_bytes(16 * m), dtype=np.uint8).reshape(m, 16)
-    times = np.full(m, int(now) // cfg.time_precision, dtype=np.int64)
+    times = np.full(m, cfg.report_time(now), dtype=np.int64)   # a window's start if shufflers add fakes
     pts = cfg.report_schema.encode(msgs, ids, times)
     s = p.n_shufflers
     if s == 1:
@@ -503,7 +503,7 @@ class ShuffleDPClient:
         route = np.asarray(rep.pop("shuffler", np.zeros(_rows(rep), dtype=np.int64)), dtype=np.int64)
         m = _rows(rep)
         ids = np.frombuffer(secrets.token_bytes(16 * m), dtype=np.uint8).reshape(m, 16)
-        pts = self.cfg.report_schema.encode(rep, ids, np.full(m, int(now) // self.cfg.time_precision))
+        pts = self.cfg.report_schema.encode(rep, ids, np.full(m, self.cfg.report_time(now)))
         rows = []
         for i in range(m):   # one HPKE encapsulation per message (a handful per user)
             env = seal_report(self.key, self.cfg.task_id, self.cfg.digest, self.crowd, pts[i].tobytes())

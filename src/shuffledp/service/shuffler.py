@@ -513,7 +513,7 @@ class ShufflerState:
         # users: the markers, or the messages themselves when every user sends exactly one
         n_users = int(markers.size) if cfg.protocol_object().one_message_per_user else int(markers.sum())
         try:
-            fakes = self._fake_envelopes(cfg, j, crowd, window)
+            fakes = self._fake_envelopes(cfg, j, crowd, window, windows[~markers])
         except (httpx.HTTPError, ValueError) as e:
             log.error("cannot seal shuffler %d's fake messages for task %s (analyzer keys unavailable: %s); pool "
                       "kept for the next round", j, task_id.hex()[:16], type(e).__name__)
@@ -553,11 +553,15 @@ class ShufflerState:
             key = self._analyzer_keys[ck] = keys[0]
         return key
 
-    def _fake_envelopes(self, cfg: TaskConfig, shuffler: int, crowd: bytes, window: int) -> list[bytes]:
+    def _fake_envelopes(self, cfg: TaskConfig, shuffler: int, crowd: bytes, window: int,
+                        message_windows: np.ndarray | None = None) -> list[bytes]:
         """``protocol.shuffler_messages(shuffler)``, each sealed to the analyzer like a client message.
 
         Randomness from :func:`~shuffledp.core.rng.secure_rng` (a CSPRNG keyed from the OS); each
-        fake has a fresh random message id and the window's start as its time.
+        fake has a fresh random message id and, as its time, the start of the window of a uniformly
+        drawn (CSPRNG) message of the pool (``message_windows``; the batch's ``window`` when it has
+        none). Clients of such a task write their window's start too (``TaskConfig.report_time``),
+        so a fake's time does not tell it from users' messages, carried-over pools included.
         """
         from ..core.rng import secure_rng
         from .wire import seal_report
@@ -571,7 +575,10 @@ class ShufflerState:
         _cfg, url, key_ids, _crowds = self.task(cfg.task_id)
         key = self._analyzer_key(url, key_ids)
         ids = np.frombuffer(secrets.token_bytes(16 * m), dtype=np.uint8).reshape(m, 16)
-        times = np.full(m, (window * cfg.batch_window) // cfg.time_precision, dtype=np.int64)
+        mw = np.asarray(message_windows if message_windows is not None and len(message_windows) else [window],
+                        dtype=np.int64)
+        drawn = mw[np.fromiter((secrets.randbelow(len(mw)) for _ in range(m)), dtype=np.int64, count=m)]
+        times = (drawn * cfg.batch_window) // cfg.time_precision
         pts = cfg.report_schema.encode(msgs, ids, times)
         return [seal_report(key, cfg.task_id, cfg.digest, crowd, row.tobytes()) for row in pts]
 
