@@ -788,6 +788,10 @@ def _central_release(state: AnalyzerState, cfg: TaskConfig, stat: np.ndarray, n:
     sens = 2 * int(m)
     mech = DiscreteLaplaceMechanism(eps_q, sensitivity=sens, neighbouring="replace_one")
     with state.write_lock, state.engine.begin() as c:
+        # the write lock serializes this process only: lock the task's row so that another analyzer
+        # process on the same PostgreSQL database waits here and then reads the total this debit adds
+        # to (SQLite: BEGIN IMMEDIATE already serializes writers; FOR UPDATE is omitted there)
+        c.execute(select(analyzer_tasks.c.task_id).where(analyzer_tasks.c.task_id == cfg.task_id).with_for_update())
         spent = float(c.execute(select(func.coalesce(func.sum(analyzer_queries.c.eps), 0.0)).where(
             analyzer_queries.c.task_id == cfg.task_id)).scalar_one())
         if spent + eps_q > budget * (1 + 1e-12):
