@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from shuffledp.service.analyzer import AnalyzerState, create_analyzer_app, estimates
 from shuffledp.service.client import encode_protocol_messages, seal_many, user_markers
 from shuffledp.service.config import create_task_config
-from shuffledp.service.shuffler import ShufflerState
+from shuffledp.service.shuffler import ShufflerState, create_shuffler_app
 from shuffledp.service.storage import shuffler_released
 from shuffledp.service.wire import UPLOAD_MESSAGE, UPLOAD_USER, encode_upload_v2
 
@@ -298,3 +298,28 @@ def test_two_analyzer_processes_cannot_overspend_a_central_query_budget(urls, mo
     finally:
         a.engine.dispose()
         b.engine.dispose()
+
+
+def test_shuffler_task_registration_is_bounded_and_never_500(tmp_path):
+    """``PUT /v1/tasks/{t}`` (admin) read its body without a size or time bound, and a deeply
+    nested body (RecursionError) or a ``min_batch_size`` beyond the column (OverflowError on
+    insert) was answered 500; now: 413 over 1 MiB, 4xx naming the problem otherwise."""
+    import json
+
+    sh = ShufflerState(f"sqlite:///{tmp_path}/s.db", admin_token=TOKEN, peer_secret=b"p", auto=False)
+    try:
+        cfg = create_task_config(name="g", mechanism={"kind": "frequency", "name": "grr", "epsilon": 2.0,
+                                                      "params": {"d": 4}}, target_central={"eps": 1.0, "delta": 1e-6})
+        path, h = f"/v1/tasks/{cfg.task_id.hex()}", {"authorization": f"Bearer {TOKEN}"}
+        good = {"config": cfg.to_json(), "analyzer_url": "http://x", "key_ids": [1]}
+        with TestClient(create_shuffler_app(sh)) as http:
+            assert http.put(path, content=json.dumps(good), headers=h).status_code == 200
+            r = http.put(path, content=b" " * (2 << 20), headers=h)
+            assert r.status_code == 413, r.status_code
+            r = http.put(path, content="[" * 100_000 + "]" * 100_000, headers=h)
+            assert r.status_code in (400, 422), (r.status_code, r.text)
+            huge = {**good, "config": {**cfg.to_json(), "min_batch_size": 10**30}}
+            r = http.put(path, content=json.dumps(huge), headers=h)
+            assert r.status_code == 422 and "min_batch_size" in r.json()["detail"], (r.status_code, r.text)
+    finally:
+        sh.engine.dispose()

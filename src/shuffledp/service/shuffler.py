@@ -91,6 +91,8 @@ FORM_CHUNK = 500
 #: threading.Lock is not fair: without the pause the batcher re-takes it at once)
 FORM_YIELD_SECONDS = 0.002
 DIGEST_LEN = 32
+#: largest task registration body (bytes; admin)
+MAX_REGISTRATION_BODY = 1 << 20
 #: analyzer answers that refuse the batch's content (malformed body, id/content mismatch, fewer
 #: reports than the task's minimum, body too large): re-sending the same bytes cannot succeed
 PERMANENT_STATUSES = frozenset({400, 413, 415, 422})
@@ -899,8 +901,9 @@ def create_shuffler_app(state: ShufflerState) -> FastAPI:
     @app.put("/v1/tasks/{task_hex}")
     async def register(task_hex: str, request: Request) -> dict:
         check_bearer(state.admin_token, request.headers.get("authorization"))
+        body = await read_body(request, MAX_REGISTRATION_BODY, too_large="invalidRequest")
         try:
-            spec = json.loads(await request.body())
+            spec = json.loads(body)
             cfg = TaskConfig.from_json(spec["config"])
             url = str(spec["analyzer_url"])
             key_ids = [int(k) for k in spec["key_ids"]]
@@ -908,8 +911,10 @@ def create_shuffler_app(state: ShufflerState) -> FastAPI:
             index = spec.get("shuffler", 0)
             if isinstance(index, bool) or not isinstance(index, int):
                 raise TypeError("shuffler must be an integer")
-        except (ValueError, KeyError, TypeError) as e:
+        except (ValueError, KeyError, TypeError, RecursionError) as e:
             raise Problem(422, "invalidRequest", f"invalid task registration: {type(e).__name__}") from e
+        if not 1 <= cfg.min_batch_size < 2**31:   # stored in a 32-bit column (OverflowError: 500)
+            raise Problem(422, "invalidRequest", f"config.min_batch_size must be in [1, 2^31), got {cfg.min_batch_size}")
         if cfg.task_id != tid(task_hex):
             raise Problem(422, "invalidRequest", "task id in the URL differs from the configuration")
         state.register(cfg, url, key_ids, crowds, index)
