@@ -323,3 +323,16 @@ def test_shuffler_task_registration_is_bounded_and_never_500(tmp_path):
             assert r.status_code == 422 and "min_batch_size" in r.json()["detail"], (r.status_code, r.text)
     finally:
         sh.engine.dispose()
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-5"])
+def test_serve_refuses_a_bad_min_time_precision_variable_in_one_line(tmp_path, monkeypatch, capsys, value):
+    """``SHUFFLEDP_MIN_TIME_PRECISION`` was read with a bare ``int()``: a non-integer value ended
+    ``serve`` with a ValueError traceback instead of the one-line error naming what to fix."""
+    from shuffledp.service import serve
+    monkeypatch.setenv("SHUFFLEDP_MIN_TIME_PRECISION", value)
+    with pytest.raises(SystemExit) as ei:
+        serve.main(["analyzer", "--db", f"sqlite:///{tmp_path}/a.db"])
+    assert ei.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "SHUFFLEDP_MIN_TIME_PRECISION" in err[0], err
