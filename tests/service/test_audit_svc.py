@@ -230,7 +230,6 @@ def test_health_push_does_not_tell_the_analyzer_how_many_messages_pending_users_
     envelope and user counts to the analyzer every 5 s: one user arriving in a quiet interval showed
     up as users +1, envelopes +2, i.e. x = 1, long before (or without) any release of n users.
     For tasks whose users are counted by markers, the push carries the pending users only."""
-    from shuffledp.service.analyzer import protocol_statement  # noqa: F401 - the analyzer side is unchanged
     w = pworld
     while True:   # one user who sends two messages (x = 1 and the Bernoulli bit 1)
         pts, _route, users = encode_protocol_messages(w.cfg, np.ones(1, dtype=np.int64), w.clock.t)
