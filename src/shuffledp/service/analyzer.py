@@ -126,6 +126,8 @@ class AnalyzerState:
                 j = e["shuffler"]
                 counts = {k: e[k] for k in HEALTH_COUNTS}
                 batches = {k: e["batches"].get(k, 0) for k in HEALTH_BATCH_STATES}
+                if counts["pending_envelopes"] is None:   # not reported (tasks counted by user markers)
+                    counts.pop("pending_envelopes")
                 for v in (j, *counts.values(), *batches.values()):
                     if type(v) is not int or not 0 <= v < 2**63:
                         raise ValueError("counts and shuffler must be non-negative integers")
@@ -143,7 +145,7 @@ class AnalyzerState:
             if j >= (cfg.n_shufflers if cfg.protocol is not None else 1):
                 dropped += 1
                 continue
-            self.shuffler_health[(t, j)] = {**counts, "batches": batches, "received_at": now}
+            self.shuffler_health[(t, j)] = {"pending_envelopes": None, **counts, "batches": batches, "received_at": now}
             kept += 1
         return {"kept": kept, "dropped": dropped}
 
@@ -786,6 +788,10 @@ def _central_release(state: AnalyzerState, cfg: TaskConfig, stat: np.ndarray, n:
     sens = 2 * int(m)
     mech = DiscreteLaplaceMechanism(eps_q, sensitivity=sens, neighbouring="replace_one")
     with state.write_lock, state.engine.begin() as c:
+        # the write lock serializes this process only: lock the task's row so that another analyzer
+        # process on the same PostgreSQL database waits here and then reads the total this debit adds
+        # to (SQLite: BEGIN IMMEDIATE already serializes writers; FOR UPDATE is omitted there)
+        c.execute(select(analyzer_tasks.c.task_id).where(analyzer_tasks.c.task_id == cfg.task_id).with_for_update())
         spent = float(c.execute(select(func.coalesce(func.sum(analyzer_queries.c.eps), 0.0)).where(
             analyzer_queries.c.task_id == cfg.task_id)).scalar_one())
         if spent + eps_q > budget * (1 + 1e-12):

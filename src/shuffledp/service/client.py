@@ -93,6 +93,12 @@ def fetch_task(http: httpx.Client, analyzer_url: str, task_id: bytes,
         raise ConfigError("task uses a test-only mechanism (no privacy); refused")
     if cfg.min_batch_size < cfg.min_batch_size_floor:
         raise ConfigError("task minimum batch size below its own floor")
+    floor = min_time_precision()
+    if cfg.time_precision < floor:
+        # the analyzer serves this configuration and is the party the shuffle hides clients from: a
+        # finer report time would tell it when each report was made (linkable to its connection)
+        raise ConfigError(f"task's time_precision is {cfg.time_precision} s, below the floor of {floor} s: report "
+                          f"times that fine link reports to their arrival; refused")
     try:   # reports the upload format cannot carry would never leave the outbox
         check_envelope_fits(cfg.report_schema.length)
     except ValidationError as e:
@@ -104,6 +110,14 @@ def fetch_task(http: httpx.Client, analyzer_url: str, task_id: bytes,
     if not keys:
         raise ConfigError("analyzer offers no supported HPKE key")
     return cfg, keys[0]
+
+
+def min_time_precision() -> int:
+    """The finest report time the SDK accepts (seconds): :data:`~shuffledp.service.config.MIN_TIME_PRECISION`,
+    lowered only by ``SHUFFLEDP_MIN_TIME_PRECISION`` (tests, as for the services' ``serve``)."""
+    from .config import MIN_TIME_PRECISION
+    v = os.environ.get("SHUFFLEDP_MIN_TIME_PRECISION", "")
+    return int(v) if v.isdigit() and int(v) >= 1 else MIN_TIME_PRECISION
 
 
 def _check_min_batch_size(cfg: TaskConfig) -> None:
@@ -177,7 +191,7 @@ def encode_protocol_messages(cfg: TaskConfig, values: Any, now: float, rng: None
     route = np.asarray(msgs.pop("shuffler", np.zeros(_rows(msgs), dtype=np.int64)), dtype=np.int64)
     m = _rows(msgs)
     ids = np.frombuffer(secrets.token_bytes(16 * m), dtype=np.uint8).reshape(m, 16)
-    times = np.full(m, int(now) // cfg.time_precision, dtype=np.int64)
+    times = np.full(m, cfg.report_time(now), dtype=np.int64)   # a window's start if shufflers add fakes
     pts = cfg.report_schema.encode(msgs, ids, times)
     s = p.n_shufflers
     if s == 1:
@@ -489,7 +503,7 @@ class ShuffleDPClient:
         route = np.asarray(rep.pop("shuffler", np.zeros(_rows(rep), dtype=np.int64)), dtype=np.int64)
         m = _rows(rep)
         ids = np.frombuffer(secrets.token_bytes(16 * m), dtype=np.uint8).reshape(m, 16)
-        pts = self.cfg.report_schema.encode(rep, ids, np.full(m, int(now) // self.cfg.time_precision))
+        pts = self.cfg.report_schema.encode(rep, ids, np.full(m, self.cfg.report_time(now)))
         rows = []
         for i in range(m):   # one HPKE encapsulation per message (a handful per user)
             env = seal_report(self.key, self.cfg.task_id, self.cfg.digest, self.crowd, pts[i].tobytes())

@@ -362,6 +362,29 @@ class TaskConfig:
         return build_protocol(self.protocol)
 
     @property
+    def shufflers_add_messages(self) -> bool:
+        """Whether the task's shufflers add messages of their own (a protocol overriding
+        ``shuffler_messages``, e.g. MURS's uniform fakes), which they seal with a window's start as time."""
+        if self.protocol is None:
+            return False
+        from ..shuffle.base import Protocol
+        return type(self.protocol_object()).shuffler_messages is not Protocol.shuffler_messages
+
+    def report_time(self, now: float) -> int:
+        """The client time a client writes into a report or message (``time_precision`` units).
+
+        ``int(now) // time_precision``; for a task whose shufflers add messages
+        (:attr:`shufflers_add_messages`), the start of the client's batch window instead. A shuffler
+        cannot see (or copy) client times, so it seals its fakes with a window's start: a finer
+        client time would tell the analyzer users' messages from the fakes that hide them.
+        """
+        t = int(now) // self.time_precision
+        if self.shufflers_add_messages:
+            per = self.batch_window // self.time_precision
+            t -= t % per
+        return t
+
+    @property
     def n_shufflers(self) -> int:
         return int(self.protocol_object().n_shufflers) if self.protocol is not None else 1
 

@@ -262,7 +262,10 @@ def install_dashboard(app: FastAPI, state: Any) -> None:
             raise Problem(400, "invalidRequest", "format must be json or csv")
         s = task_summary(state, task_id_from_hex(task_hex))
         rows = export_rows(s)
-        name = f"{s['name']}-{s['task_id'][:12]}".replace('"', "")
+        # the header is Latin-1 and the filename a quoted-string: keep a safe ASCII subset of the task's
+        # name (any string up to 200 characters; e.g. non-Latin-1 characters made the export fail with 500)
+        safe = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "._-") else "_" for ch in s["name"])
+        name = f"{safe}-{s['task_id'][:12]}"
         headers = {"Cache-Control": "no-store", "Content-Disposition": f'attachment; filename="{name}.{format}"'}
         if format == "json":
             return Response(json.dumps({"task_id": s["task_id"], "name": s["name"], "estimate": s["estimate"],

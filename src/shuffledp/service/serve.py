@@ -179,7 +179,14 @@ def run(role: str, db: str, host: str = "127.0.0.1", port: int = 0, port_file: s
     check_database(db)
     logging.config.dictConfig(logging_config("WARNING"))
     if min_time_precision is None and os.environ.get("SHUFFLEDP_MIN_TIME_PRECISION"):
-        min_time_precision = int(os.environ["SHUFFLEDP_MIN_TIME_PRECISION"])
+        v = os.environ["SHUFFLEDP_MIN_TIME_PRECISION"].strip()
+        if not (v.isascii() and v.isdigit()):
+            raise StartupError(f"SHUFFLEDP_MIN_TIME_PRECISION must be an integer number of seconds >= 1, got {v!r}")
+        min_time_precision = int(v)
+    if min_time_precision is not None and (isinstance(min_time_precision, bool) or
+                                           not isinstance(min_time_precision, int) or min_time_precision < 1):
+        raise StartupError("--min-time-precision (or SHUFFLEDP_MIN_TIME_PRECISION) must be an integer number of "
+                           f"seconds >= 1, got {min_time_precision!r}")
     app = build_app(role, db, tick=tick, close_delay=close_delay, forward_timeout=forward_timeout,
                     retention_every=retention_every, min_time_precision=min_time_precision)
     if body_timeout is not None:

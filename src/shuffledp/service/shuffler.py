@@ -70,8 +70,8 @@ from .client_auth import ClientTokens, RateLimiter
 from .http_common import Problem, check_bearer, service_app, task_id_from_hex, read_body, sign_request
 from .periodic import PeriodicThread
 from .storage import (delete_pending_digests, insert_ignore, make_engine, move_pending_to_batch, read_connection,
-                      shuffler_batch_items, shuffler_batches, shuffler_counters, shuffler_pending, shuffler_tasks,
-                      upgrade)
+                      shuffler_batch_items, shuffler_batches, shuffler_counters, shuffler_pending, shuffler_released,
+                      shuffler_tasks, upgrade)
 from .wire import (ALLOWED_SUITES, HEALTH_BATCH_STATES, HEALTH_PATH, MAX_HEALTH_TASKS, MAX_UPLOAD_BYTES,
                    MAX_UPLOAD_REPORTS, UPLOAD_USER, Batch, DecodeError, batch_id_from_digests, decode_upload_v2,
                    encode_batch, marker_digest, parse_header)
@@ -91,6 +91,8 @@ FORM_CHUNK = 500
 #: threading.Lock is not fair: without the pause the batcher re-takes it at once)
 FORM_YIELD_SECONDS = 0.002
 DIGEST_LEN = 32
+#: largest task registration body (bytes; admin)
+MAX_REGISTRATION_BODY = 1 << 20
 #: analyzer answers that refuse the batch's content (malformed body, id/content mismatch, fewer
 #: reports than the task's minimum, body too large): re-sending the same bytes cannot succeed
 PERMANENT_STATUSES = frozenset({400, 413, 415, 422})
@@ -325,6 +327,12 @@ class ShufflerState:
             for s in range(0, len(keys), 5000):
                 existing.update(r[0] for r in c.execute(select(shuffler_pending.c.envelope_digest).where(
                     shuffler_pending.c.task_id == task_id, shuffler_pending.c.envelope_digest.in_(keys[s:s + 5000]))))
+                if cfg.protocol is not None:
+                    # already released (a re-sent upload whose acknowledgement was lost): the
+                    # analyzer only gets the user count, so the shuffler must not count it again
+                    existing.update(r[0] for r in c.execute(select(shuffler_released.c.envelope_digest).where(
+                        shuffler_released.c.task_id == task_id,
+                        shuffler_released.c.envelope_digest.in_(keys[s:s + 5000]))))
             new = [rows[k] for k in keys if k not in existing]
             for part in ([r for r in new if "users" not in r], [r for r in new if "users" in r]):
                 if part:   # messages, then user markers (one executemany per row shape)
@@ -367,6 +375,7 @@ class ShufflerState:
             tids = {r[0] for r in c.execute(select(shuffler_pending.c.task_id).distinct())}
             tids |= {r[0] for r in c.execute(select(shuffler_batches.c.task_id).where(
                 shuffler_batches.c.state.in_(("ready", "retrying", "rejected"))).distinct())}
+            tids |= {r[0] for r in c.execute(select(shuffler_released.c.task_id).distinct())}
         out = {"expired_retention": 0, "owed_batches_past_retention": 0, "rejected_batches_past_retention": 0}
         for task_id in sorted(tids):
             try:
@@ -383,6 +392,9 @@ class ShufflerState:
                     shuffler_batches.c.state.in_(("ready", "retrying", "rejected")),
                     shuffler_batches.c.window < h).group_by(shuffler_batches.c.state)).all())
             n_pending = self._delete_pending_chunked(task_id, b"".join(old), "expired_retention")
+            with self.write_lock, self.engine.begin() as c:   # released members' digests past retention
+                c.execute(delete(shuffler_released).where(shuffler_released.c.task_id == task_id,
+                                                          shuffler_released.c.window < h))
             n_owed, n_rej = int(owed.get("ready", 0)) + int(owed.get("retrying", 0)), int(owed.get("rejected", 0))
             if n_owed:
                 log.warning("%d undelivered batch(es) are past retention; kept until the analyzer acknowledges",
@@ -503,7 +515,7 @@ class ShufflerState:
         # users: the markers, or the messages themselves when every user sends exactly one
         n_users = int(markers.size) if cfg.protocol_object().one_message_per_user else int(markers.sum())
         try:
-            fakes = self._fake_envelopes(cfg, j, crowd, window)
+            fakes = self._fake_envelopes(cfg, j, crowd, window, windows[~markers])
         except (httpx.HTTPError, ValueError) as e:
             log.error("cannot seal shuffler %d's fake messages for task %s (analyzer keys unavailable: %s); pool "
                       "kept for the next round", j, task_id.hex()[:16], type(e).__name__)
@@ -543,11 +555,15 @@ class ShufflerState:
             key = self._analyzer_keys[ck] = keys[0]
         return key
 
-    def _fake_envelopes(self, cfg: TaskConfig, shuffler: int, crowd: bytes, window: int) -> list[bytes]:
+    def _fake_envelopes(self, cfg: TaskConfig, shuffler: int, crowd: bytes, window: int,
+                        message_windows: np.ndarray | None = None) -> list[bytes]:
         """``protocol.shuffler_messages(shuffler)``, each sealed to the analyzer like a client message.
 
         Randomness from :func:`~shuffledp.core.rng.secure_rng` (a CSPRNG keyed from the OS); each
-        fake has a fresh random message id and the window's start as its time.
+        fake has a fresh random message id and, as its time, the start of the window of a uniformly
+        drawn (CSPRNG) message of the pool (``message_windows``; the batch's ``window`` when it has
+        none). Clients of such a task write their window's start too (``TaskConfig.report_time``),
+        so a fake's time does not tell it from users' messages, carried-over pools included.
         """
         from ..core.rng import secure_rng
         from .wire import seal_report
@@ -561,7 +577,10 @@ class ShufflerState:
         _cfg, url, key_ids, _crowds = self.task(cfg.task_id)
         key = self._analyzer_key(url, key_ids)
         ids = np.frombuffer(secrets.token_bytes(16 * m), dtype=np.uint8).reshape(m, 16)
-        times = np.full(m, (window * cfg.batch_window) // cfg.time_precision, dtype=np.int64)
+        mw = np.asarray(message_windows if message_windows is not None and len(message_windows) else [window],
+                        dtype=np.int64)
+        drawn = mw[np.fromiter((secrets.randbelow(len(mw)) for _ in range(m)), dtype=np.int64, count=m)]
+        times = (drawn * cfg.batch_window) // cfg.time_precision
         pts = cfg.report_schema.encode(msgs, ids, times)
         return [seal_report(key, cfg.task_id, cfg.digest, crowd, row.tobytes()) for row in pts]
 
@@ -585,7 +604,7 @@ class ShufflerState:
         """
         with read_connection(self.engine) as c:
             b = c.execute(select(shuffler_batches.c.task_id, shuffler_batches.c.n, shuffler_batches.c.state,
-                                 shuffler_batches.c.members, shuffler_batches.c.n_users)
+                                 shuffler_batches.c.members, shuffler_batches.c.n_users, shuffler_batches.c.window)
                           .where(shuffler_batches.c.batch_id == bid)).first()
             if b is None or b.state != "forming":
                 return
@@ -608,6 +627,10 @@ class ShufflerState:
                             # nor in the batch only if the database was changed behind the shuffler
                             raise RuntimeError(f"{min(e, n) - s - have} member(s) of a forming batch are "
                                                "neither pending nor in the batch")
+                if n_users is not None:   # protocol batch: remember what was released (exactly-once users)
+                    c.execute(insert_ignore(self.engine, shuffler_released), [
+                        {"task_id": task_id, "envelope_digest": chunk[i:i + DIGEST_LEN], "window": int(b.window)}
+                        for i in range(0, len(chunk), DIGEST_LEN)])
                 delete_pending_digests(c, task_id, chunk)
             time.sleep(FORM_YIELD_SECONDS)
         with self.write_lock, self.engine.begin() as c:
@@ -737,8 +760,9 @@ class ShufflerState:
     def health_report(self) -> dict[str, list[dict]]:
         """Per analyzer URL, this shuffler's counts for each task it serves there.
 
-        One entry per task: its index in the deployment, pending envelopes and (protocol tasks) user
-        markers not yet batched, and batches by state (``forming``, ``ready``, ``retrying``,
+        One entry per task: its index in the deployment, pending envelopes (``None`` for a task whose
+        users are counted by markers: the number of messages pending users sent can be their values,
+        e.g. Cnt_2M) and (protocol tasks) user markers not yet batched, and batches by state (``forming``, ``ready``, ``retrying``,
         ``rejected``, ``delivered``). Counts only: no envelope, digest, client or time finer than
         the push itself leaves the shuffler.
         """
@@ -756,8 +780,15 @@ class ShufflerState:
             t = bytes(t)
             envs, users = pending.get(t, (0, 0))
             st = states.get(t, {})
+            try:
+                cfg = self.task(t)[0]
+                by_markers = cfg.protocol is not None and not cfg.protocol_object().one_message_per_user
+            except Exception:  # noqa: BLE001 - a task that cannot be read: say nothing about its messages
+                by_markers = True
             out.setdefault(url, []).append({
-                "task_id": t.hex(), "shuffler": self.shuffler_index(t), "pending_envelopes": envs,
+                # users counted by markers (multi-message protocols): how many messages the pending
+                # users sent is what the shuffle hides (Cnt_2M: x + Ber(p) messages), so only users
+                "task_id": t.hex(), "shuffler": self.shuffler_index(t), "pending_envelopes": None if by_markers else envs,
                 "pending_users": users, "batches": {k: st.get(k, 0) for k in HEALTH_BATCH_STATES}})
         return out
 
@@ -870,8 +901,9 @@ def create_shuffler_app(state: ShufflerState) -> FastAPI:
     @app.put("/v1/tasks/{task_hex}")
     async def register(task_hex: str, request: Request) -> dict:
         check_bearer(state.admin_token, request.headers.get("authorization"))
+        body = await read_body(request, MAX_REGISTRATION_BODY, too_large="invalidRequest")
         try:
-            spec = json.loads(await request.body())
+            spec = json.loads(body)
             cfg = TaskConfig.from_json(spec["config"])
             url = str(spec["analyzer_url"])
             key_ids = [int(k) for k in spec["key_ids"]]
@@ -879,8 +911,10 @@ def create_shuffler_app(state: ShufflerState) -> FastAPI:
             index = spec.get("shuffler", 0)
             if isinstance(index, bool) or not isinstance(index, int):
                 raise TypeError("shuffler must be an integer")
-        except (ValueError, KeyError, TypeError) as e:
+        except (ValueError, KeyError, TypeError, RecursionError) as e:
             raise Problem(422, "invalidRequest", f"invalid task registration: {type(e).__name__}") from e
+        if not 1 <= cfg.min_batch_size < 2**31:   # stored in a 32-bit column (OverflowError: 500)
+            raise Problem(422, "invalidRequest", f"config.min_batch_size must be in [1, 2^31), got {cfg.min_batch_size}")
         if cfg.task_id != tid(task_hex):
             raise Problem(422, "invalidRequest", "task id in the URL differs from the configuration")
         state.register(cfg, url, key_ids, crowds, index)

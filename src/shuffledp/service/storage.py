@@ -79,6 +79,20 @@ shuffler_batch_items = Table(
     Column("envelope", LargeBinary, nullable=False),
     PrimaryKeyConstraint("batch_id", "pos"),
 )
+# migration 0007: digests of the members of released protocol batches (user markers, messages and
+# fakes), kept until the batch window is past retention, so that a client re-sending an upload whose
+# acknowledgement was lost is not counted again once its pool was released: the analyzer only gets
+# the shuffler's user count and cannot deduplicate users itself. No arrival order at rest (SQLite
+# WITHOUT ROWID; rows are inserted in the release's CSPRNG order).
+shuffler_released = Table(
+    "shuffler_released", metadata,
+    Column("task_id", LargeBinary(32), nullable=False),
+    Column("envelope_digest", LargeBinary(32), nullable=False),
+    Column("window", BigInteger, nullable=False),
+    PrimaryKeyConstraint("task_id", "envelope_digest"),
+    Index("ix_released_window", "task_id", "window"),
+    sqlite_with_rowid=False,
+)
 shuffler_counters = Table(
     "shuffler_counters", metadata,
     Column("task_id", LargeBinary(32), nullable=False),

@@ -434,6 +434,9 @@ def decode_batch(body: bytes) -> Batch:
     else:
         window, n, el = struct.unpack_from(">QIH", body, 37 + cl)
     start = 37 + cl + hl
+    if n and el < HEADER_LEN + N_ENC + N_TAG:
+        # else n (up to 2^32 - 1) empty envelopes would be built from a header-only body
+        raise DecodeError(f"envelope length {el} is below the smallest envelope ({HEADER_LEN + N_ENC + N_TAG} bytes)")
     if len(body) != start + n * el:
         raise DecodeError("batch body length does not match count × envelope length")
     mv = memoryview(body)
