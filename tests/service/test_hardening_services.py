@@ -1,4 +1,5 @@
-"""Audit regressions (branch h-audit-svc): defects found in ``shuffledp.service`` and their tests.
+"""Service hardening: retries after a release, fake-message times, health pushes, the central budget lock,
+the SDK's time-precision floor, batch decoding, export file names, registration limits, start-up settings.
 
 In-process shuffler and analyzer (the analyzer app behind Starlette's TestClient, an httpx client)
 with an injected clock, on SQLite and PostgreSQL.
