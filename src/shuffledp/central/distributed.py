@@ -39,7 +39,11 @@ def sample_polya(r: float | Fraction, gamma: float | Fraction, size: int | None 
 
     P(X = x) = Gamma(x + r)/(x! Gamma(r)) alpha^x (1 - alpha)^r. See
     :func:`shuffledp.central.exact.polya` for the algorithm; expected (1 - alpha)^(r - 1)
-    geometric proposals per draw.
+    geometric proposals per draw. ``r`` and ``gamma`` are taken exactly (a float converts
+    without rounding). This is the production sampler of the Pólya shares that clients add in
+    ``cnt_sgm``, ``rsum_dsg`` and the ``sgm`` one-hot counters (``distinct``, ``put``) whenever
+    their encoder runs on a secure generator (:func:`shuffledp.core.rng.is_secure_generator`).
+    A bad parameter raises one :class:`ValidationError` naming it (``r``, ``gamma``, ``size``).
     """
     rr = exact.to_fraction(r, "r")
     gg = exact.to_fraction(gamma, "gamma")
@@ -47,10 +51,11 @@ def sample_polya(r: float | Fraction, gamma: float | Fraction, size: int | None 
         raise ValidationError(f"r must lie in (0, 1], got {r!r}", parameter="r")
     if gg <= 0:
         raise ValidationError(f"gamma must be > 0, got {gamma!r}", parameter="gamma")
+    src = exact.system_source()
     if size is None:
-        return exact.polya(rr, gg)
+        return exact.polya(rr, gg, src)
     n = check_positive_int(size, "size", minimum=0)
-    return np.array([exact.polya(rr, gg) for _ in range(n)], dtype=np.int64)
+    return np.array([exact.polya(rr, gg, src) for _ in range(n)], dtype=np.int64)
 
 
 class DistributedGeometricMechanism(CentralMechanism):
