@@ -11,8 +11,10 @@ SDK, ``pipeline.run(production=True)``) X and Y come from the exact rejection sa
 :func:`shuffledp.central.sample_polya` (OS randomness) with r = 1/(gamma n) and the rate (alpha =
 exp(-rate)) as exact rationals of the protocol's float parameters, the law the privacy analysis
 assumes; a seeded simulation draws them with numpy's negative binomial (float; simulation only).
-Cost of the exact draws: about (1 - alpha)^(r - 1) ~ 1/rate proposals each, i.e. ~10 us per draw
-at rate 1 and ~0.3 ms at rate 0.01 (rsum_dsg at eps = 1, p = 100).
+Cost of the exact draws: O(1) expected uniform draws each whatever the rate (the sampler skips
+its rejected rounds), ~10-30 us per draw in pure Python: ~0.15-0.2 ms per user for the whole
+encode of cnt_sgm / rsum_dsg at eps = 1, n = 10^4 (0.1 ms with numpy), and
+``pipeline.run(production=True)`` at n = 10^5 takes ~3.5 s / ~6 s (0.2 s with numpy).
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ class CntSGM(DistributedGeometricShares, Protocol):
     (:func:`shuffledp.central.sample_polya` with r = 1/(gamma n), rate eps as exact rationals);
     a seeded simulation uses numpy's negative binomial.
     Cost: m = O(1 + sigma / log(gamma n)) messages of log2 q bits per user; O(n m) encode/aggregate;
-    the two exact Pólya draws cost ~20 us per user at eps = 1;
+    the two exact Pólya draws cost ~20-30 us per user at eps = 1 (whole encode ~0.15 ms);
     O(1) exact simulation (sum of all shares = c + NB(1/gamma) - NB(1/gamma) mod q).
     """
 
