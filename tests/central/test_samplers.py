@@ -132,6 +132,47 @@ def test_polya_algorithm(r, gamma):
     assert binned_chi2_pvalue(x, support, polya_pmf(support, float(r), math.exp(-float(gamma)))) > SEEDED_ALPHA
 
 
+@pytest.mark.parametrize("r,gamma", [(Fraction(1, 50), Fraction(1, 200)), (Fraction(1, 7), Fraction(3, 100))])
+def test_polya_algorithm_small_rate(r, gamma):
+    """Small gamma (alpha near 1), the rsum_dsg regime: the round-by-round loop needed ~1/gamma
+    rounds per draw; the skipped rounds must not change the law. 20,000 draws, fixed seed.
+    (An exponent off by one in the skipped-rounds Bernoulli fails the (1/7, 3/100) case and the
+    test_polya_algorithm cases at p < 1e-13.)"""
+    src = exact._test_source(13)
+    x = np.array([exact.polya(r, gamma, src) for _ in range(20_000)])
+    assert (x > 0).mean() > 0.05  # the test sees the tail: P(X > 0) = 1 - (1 - alpha)^r
+    support = np.arange(0, 5000)
+    a = math.exp(-float(gamma))
+    assert binned_chi2_pvalue(x, support, polya_pmf(support, float(r), a)) > SEEDED_ALPHA
+    assert binned_chi2_pvalue(x, support, polya_pmf(support, 1.25 * float(r), a)) < SEEDED_ALPHA
+
+
+@pytest.mark.parametrize("a,b,g", [(2, 3, 1), (2, 3, 5), (9_999, 10_000, 300), (1, 7, 2), (0, 5, 3)])
+def test_bernoulli_power_exact_fallback(a, b, g, monkeypatch):
+    """Bernoulli((a/b)^g) with 1-bit fixed-point bounds, so the exact fallback decides nearly
+    always (a fallback that always answered False fails this at p < 1e-170), and with the
+    default 128 bits: binomial test of the frequency, fixed seed."""
+    p = (a / b) ** g
+    for bits in (1, exact._POW_BITS):
+        monkeypatch.setattr(exact, "_POW_BITS", bits)
+        src = exact._test_source(17)
+        k = sum(exact._bernoulli_power(a, b, g, src) for _ in range(20_000))
+        if p == 0:
+            assert k == 0
+        else:
+            assert stats.binomtest(k, 20_000, p).pvalue > SEEDED_ALPHA
+
+
+def test_polya_law_with_coarse_bounds(monkeypatch):
+    """The Pólya law through the exact fallback of the skipped-rounds Bernoulli (1-bit bounds)."""
+    monkeypatch.setattr(exact, "_POW_BITS", 1)
+    src = exact._test_source(19)
+    r, gamma = Fraction(1, 5), Fraction(1, 20)
+    x = np.array([exact.polya(r, gamma, src) for _ in range(20_000)])
+    support = np.arange(0, 2000)
+    assert binned_chi2_pvalue(x, support, polya_pmf(support, 0.2, math.exp(-0.05))) > SEEDED_ALPHA
+
+
 def test_symmetric_binomial_algorithm():
     src = exact._test_source(1)
     x = np.array([exact.symmetric_binomial(30, src) for _ in range(20_000)])

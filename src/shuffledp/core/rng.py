@@ -14,8 +14,10 @@
   (``benchmarks/client_rng.py``, ``docs/benchmarks.md``).
 - The uniforms of these generators are ``k / 2^53`` like PCG64's, so the exact samplers of
   :mod:`shuffledp.local` (thresholds on the ``2^-53`` grid) stay exact on them.
-- Central noise on a release path uses exact integer samplers fed by :mod:`secrets`
-  (see ``shuffledp.central``), not numpy floats.
+- Central noise on a release path uses exact integer samplers fed by the OS
+  (see ``shuffledp.central``), not numpy floats; so does noise a client adds that stands in for
+  central noise (the Pólya shares of ``cnt_sgm``, ``rsum_dsg`` and the ``sgm`` counters), which
+  an encoder draws exactly whenever its generator is a secure one (:func:`is_secure_generator`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from randomgen import AESCounter, ChaCha
 
 from .errors import ValidationError
 
-__all__ = ["simulation_rng", "secure_rng", "as_generator", "SECURE_BIT_GENERATORS", "AES_HARDWARE"]
+__all__ = ["simulation_rng", "secure_rng", "as_generator", "is_secure_generator", "SECURE_BIT_GENERATORS",
+           "AES_HARDWARE"]
 
 #: The cryptographic bit generators :func:`secure_rng` may return.
 SECURE_BIT_GENERATORS = (AESCounter, ChaCha)
@@ -52,6 +55,19 @@ def secure_rng() -> np.random.Generator:
     if AES_HARDWARE:
         return np.random.Generator(AESCounter(key=int.from_bytes(os.urandom(16), "little")))
     return np.random.Generator(ChaCha(key=int.from_bytes(os.urandom(32), "little"), rounds=20))
+
+
+def is_secure_generator(rng: object) -> bool:
+    """Whether ``rng`` is a numpy Generator over one of :data:`SECURE_BIT_GENERATORS`.
+
+    The rule by which an encoder tells a production call from a simulation: :func:`secure_rng`
+    (the client SDK, ``pipeline.run(production=True)``, ``rng=None``) returns such a generator,
+    a seeded simulation passes PCG64 (:func:`simulation_rng`). Encoders whose noise protects
+    privacy (the Pólya shares of ``cnt_sgm``, ``rsum_dsg`` and the ``sgm`` counters) draw it
+    with the exact integer samplers of :mod:`shuffledp.central.exact` from the OS when this is
+    true, and with numpy's vectorized float samplers otherwise.
+    """
+    return isinstance(rng, np.random.Generator) and isinstance(rng.bit_generator, SECURE_BIT_GENERATORS)
 
 
 def as_generator(rng: np.random.Generator | int | None, *, production: bool = False) -> np.random.Generator:

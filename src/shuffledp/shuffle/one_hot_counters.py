@@ -17,11 +17,18 @@ per coordinate (same formulas, see there), vectorized over the d coordinates:
   sums are ``c_j + Z_j`` with Z_j a difference of NB(1/gamma) (all honest), i.e. exactly the
   central discrete-Laplace-like release the exact samplers produce; split-and-mix adds
   ``(1 + e^eps) d 2^-sigma`` to delta (d independent instances; Theorem 9 of the survey).
+  Sampler: on a production generator (:func:`shuffledp.core.rng.is_secure_generator`: the client
+  SDK, ``pipeline.run(production=True)``) X and Y are exact draws from the OS
+  (:func:`shuffledp.central.sample_polya`, r = 1/(gamma n) and rate eps/2 as exact rationals,
+  alpha = exp(-rate)), 2 d draws per user (~3.5 ms per user at d = 100, eps = 1; 0.13 ms with
+  numpy; ``pipeline.run(production=True)`` at n = 10^4: ~34 s instead of ~9 s); a seeded
+  simulation uses numpy's negative binomial.
 """
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any, Literal
 
 import numpy as np
@@ -34,6 +41,7 @@ from ..core.errors import OutOfDomainError, ValidationError
 from ..core.privacy import PrivacyStatement
 from ..core.validation import check_domain_size, check_int_values, check_real
 from ._common import check_int_statistic, check_true_counts, need_delta, sampled_blanket
+from ._distributed_geometric import exact_polya_shape, polya_differences
 from .base import Messages, Protocol, bits_for
 
 __all__ = ["OneHotCounters"]
@@ -100,7 +108,11 @@ class OneHotCounters(Protocol):
             if honest < 1.0 or self.n < 3:
                 raise ValidationError(f"{self.name} (sgm counters) needs n >= 3 and gamma n >= 1", parameter="n")
             beta = check_real(wrap_probability, "wrap_probability", low=0.0, high=0.5, low_open=True)
-            self.alpha = math.exp(-self.eps_coord)
+            #: exact rate eps/2 (alpha = exp(-rate)) and per-user shape 1/(gamma n): the
+            #: parameters of the exact production sampler
+            self.rate = Fraction(self.epsilon) / 2
+            self.exact_shape = exact_polya_shape(self.gamma, self.n, self.name)
+            self.alpha = math.exp(-float(self.rate))
             self.shape = 1.0 / honest
             # split-and-mix over d independent coordinate instances: extra delta <= d (1+e^eps) 2^-sigma
             self.sigma = split_and_mix_security_bits(self.epsilon, self.delta / self.d)
@@ -143,8 +155,9 @@ class OneHotCounters(Protocol):
             return {"j": np.concatenate(parts)}
         noisy = np.zeros((n, self.d), dtype=np.int64)
         noisy[np.arange(n), x] = 1
-        noisy += simulate_polya(self.shape, self.alpha, (n, self.d), rng)
-        noisy -= simulate_polya(self.shape, self.alpha, (n, self.d), rng)
+        # exact draws from the OS on a production generator, numpy's on a seeded one
+        noisy += polya_differences((n, self.d), rng, shape=self.shape, alpha=self.alpha,
+                                   exact_shape=self.exact_shape, rate=self.rate)
         shares = self._sm.simulate_encode(noisy.reshape(-1), rng)  # (n d, m)
         coord = np.broadcast_to(np.tile(np.arange(self.d, dtype=np.int64), n)[:, None], shares.shape)
         return {"j": coord.reshape(-1).copy(), "share": shares.reshape(-1)}
