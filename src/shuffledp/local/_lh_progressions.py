@@ -128,7 +128,11 @@ def log_tables(prime: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _support_sizes(prime: int, g: int, y: np.ndarray) -> np.ndarray:
-    """``c_y = #{w in [0, P) : w mod g = y}`` for each ``y`` in ``[0, g)``."""
+    """``c_y = #{w in [0, P) : w mod g = y}`` for each ``y`` in ``[0, g)`` (a table lookup for
+    ``g <= 2^16``)."""
+    if g <= 1 << 16:
+        ys = np.arange(g, dtype=np.int64)
+        return np.where(ys < prime, (prime - 1 - ys) // g + 1, 0)[y]
     return np.where(y < prime, (prime - 1 - y) // g + 1, 0)
 
 
@@ -170,8 +174,15 @@ def support_counts_progressions(a: np.ndarray, b: np.ndarray, y: np.ndarray, pri
     unit = g if g < P else 1
     unit_inv = pow(unit, P - 2, P)
     sizes = _support_sizes(P, g, y)
-    j0 = (y - b) % P * unit_inv % P
-    off = (int(logs[unit]) - logs[a]) % order
+    j0 = y - b
+    if g < P:  # y - b in (-P, P): one conditional add instead of a modulo
+        np.add(j0, P, out=j0, where=j0 < 0)
+    else:
+        j0 %= P
+    j0 *= unit_inv
+    j0 %= P
+    off = int(logs[unit]) - logs[a]  # in (-(P - 1), P - 1)
+    np.add(off, order, out=off, where=off < 0)
     # log-coordinate counts: [0, 2 order) folded mod order, sentinel [2 order, 3 order) is item 0
     span = 3 * order
     counts = np.zeros(span, dtype=np.int64)
@@ -186,7 +197,8 @@ def support_counts_progressions(a: np.ndarray, b: np.ndarray, y: np.ndarray, pri
     dense_block = block_cells > _DENSE_RATIO * rows * P + _BLOCK_OVERHEAD
     dense = dense_block[blk] & (sizes > 0)
     if dense.any():
-        zero, logcounts = _dense_blocks(j0[dense], sizes[dense], off[dense], P, rows, a.size)
+        sel = slice(None) if dense.all() else dense  # all dense: views, no copies
+        zero, logcounts = _dense_blocks(j0[sel], sizes[sel], off[sel], blk[sel], P, rows, a.size)
         counts[:order] += logcounts
         counts[2 * order] += zero
     sparse = ~dense
@@ -218,26 +230,29 @@ def support_counts_progressions(a: np.ndarray, b: np.ndarray, y: np.ndarray, pri
     return out
 
 
-def _dense_blocks(j0: np.ndarray, sizes: np.ndarray, off: np.ndarray, P: int, rows: int,
+def _dense_blocks(j0: np.ndarray, sizes: np.ndarray, off: np.ndarray, blk: np.ndarray, P: int, rows: int,
                   n_total: int) -> tuple[int, np.ndarray]:
     """``(count of item 0, log-coordinate counts mod P - 1)`` of the given reports, counted by dense
-    blocks of ``rows`` consecutive offsets (coverage rows, log permutation, wrapped diagonal sums)."""
+    blocks of ``rows`` consecutive offsets (``blk = off // rows``): coverage rows, log permutation,
+    wrapped diagonal sums."""
     order = P - 1
     powers, _ = log_tables(P)
     dtype = np.int32 if n_total < (1 << 31) else np.int64
     logcounts = np.zeros(order, dtype=np.int64)
     zero = 0
-    blk = off // rows
-    idx = np.argsort(blk, kind="stable")
-    blk_sorted = blk[idx]
-    present = np.unique(blk_sorted)
-    bounds = np.searchsorted(blk_sorted, np.append(present, present[-1] + 1))
+    n_blocks = -(-order // rows)
+    # reports grouped by block: a stable sort of small integers is a radix sort (O(n)) in numpy
+    idx = np.argsort(blk.astype(np.int16) if n_blocks < (1 << 15) else blk, kind="stable")
+    j0, sizes, off = j0[idx], sizes[idx], off[idx]
+    per_block = np.bincount(blk, minlength=n_blocks)
+    present = np.flatnonzero(per_block)
+    ends = np.cumsum(per_block)[present]
+    bounds = np.concatenate([[0], ends])
     perms: dict[int, np.ndarray] = {}
     for k, lo, hi in zip(present.tolist(), bounds[:-1].tolist(), bounds[1:].tolist()):
-        sel = idx[lo:hi]
         a0 = k * rows
         m = min(rows, order - a0)
-        cover = _coverage_rows(off[sel] - a0, j0[sel], sizes[sel], m, P, dtype)
+        cover = _coverage_rows(off[lo:hi] - a0, j0[lo:hi], sizes[lo:hi], m, P, dtype)
         zero += int(cover[:, 0].sum(dtype=np.int64))
         if m not in perms:  # column c holds j = gamma^((c - m) mod (P - 1)): each row preceded by its last m
             perms[m] = powers[(np.arange(order + m) - m) % order]
@@ -253,16 +268,25 @@ def _dense_blocks(j0: np.ndarray, sizes: np.ndarray, off: np.ndarray, P: int, ro
 
 
 def _coverage_rows(r: np.ndarray, start: np.ndarray, size: np.ndarray, m: int, P: int, dtype: type) -> np.ndarray:
-    """``K[r, j] = #{u in row r : j in [start_u, start_u + size_u) mod P}`` as an ``(m, P)`` array:
-    the interval ends (a wrapping interval is split in two) are sorted in the flattened
-    coordinates ``r P + j``, and the running count is filled between consecutive ends."""
+    """``K[r, j] = #{u in row r : j in [start_u, start_u + size_u) mod P}`` as an ``(m, P)`` array.
+
+    The interval ends (a wrapping interval is split in two) live in the flattened coordinates
+    ``r P + j``; ``K`` is their running count (every row's ends cancel, so the count never carries
+    into the next row). Few ends: sorted, and the count filled between consecutive ends (run
+    lengths). Many ends (more than ``m P / 16``): counted per position and prefix-summed, which
+    costs ``m P`` cells instead of sorting ``~2 n`` ends."""
     end = start + size
     wrap = end > P
     base = r * P
-    pos = np.concatenate([base + start, base[wrap], base + np.minimum(end, P), base[wrap] + end[wrap] - P])
-    step = np.concatenate([np.ones(start.size + int(wrap.sum()), dtype=np.int64),
-                           np.full(start.size + int(wrap.sum()), -1, dtype=np.int64)])
+    ups = np.concatenate([base + start, base[wrap]])
+    downs = np.concatenate([base + np.minimum(end, P), base[wrap] + end[wrap] - P])
+    cells = m * P
+    if 16 * ups.size > cells:
+        marks = np.bincount(ups, minlength=cells + 1) - np.bincount(downs, minlength=cells + 1)
+        return np.cumsum(marks[:cells], dtype=dtype).reshape(m, P)
+    pos = np.concatenate([ups, downs])
+    step = np.concatenate([np.ones(ups.size, dtype=np.int64), np.full(downs.size, -1, dtype=np.int64)])
     order = np.argsort(pos, kind="stable")
     level = np.concatenate([[0], np.cumsum(step[order])]).astype(dtype)
-    lengths = np.diff(np.concatenate([[0], pos[order], [m * P]]))
+    lengths = np.diff(np.concatenate([[0], pos[order], [cells]]))
     return np.repeat(level, lengths).reshape(m, P)

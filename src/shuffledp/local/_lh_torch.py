@@ -125,19 +125,26 @@ def _dense_blocks(torch: Any, counts: Any, j0: Any, sizes: Any, off: Any, powers
 
 
 def _coverage_rows(torch: Any, r: Any, start: Any, size: Any, m: int, P: int, dtype: Any) -> Any:
-    """``K[r, j]`` (see the numpy twin): sorted interval ends in flat coordinates, run-length fill."""
+    """``K[r, j]`` (see the numpy twin): the running count of the interval ends in flat coordinates,
+    by a run-length fill between the sorted ends, or (many ends) a count per position and a
+    prefix sum."""
     end = start + size
     wrap = end > P
     base = r * P
-    pos = torch.cat([base + start, base[wrap], base + torch.clamp(end, max=P), base[wrap] + end[wrap] - P])
-    half = pos.numel() // 2
+    ups = torch.cat([base + start, base[wrap]])
+    downs = torch.cat([base + torch.clamp(end, max=P), base[wrap] + end[wrap] - P])
+    cells = m * P
+    if 16 * ups.numel() > cells:
+        marks = torch.bincount(ups, minlength=cells + 1) - torch.bincount(downs, minlength=cells + 1)
+        return torch.cumsum(marks[:cells], 0).to(dtype).view(m, P)
+    pos = torch.cat([ups, downs])
     step = torch.ones(pos.numel(), dtype=torch.int64, device=pos.device)
-    step[half:] = -1
+    step[ups.numel():] = -1
     pos_sorted, order = torch.sort(pos, stable=True)
     level = torch.cat([torch.zeros(1, dtype=torch.int64, device=pos.device), torch.cumsum(step[order], 0)]).to(dtype)
     edges = torch.cat([torch.zeros(1, dtype=torch.int64, device=pos.device), pos_sorted,
-                       torch.full((1,), m * P, dtype=torch.int64, device=pos.device)])
-    return torch.repeat_interleave(level, torch.diff(edges), output_size=m * P).view(m, P)
+                       torch.full((1,), cells, dtype=torch.int64, device=pos.device)])
+    return torch.repeat_interleave(level, torch.diff(edges), output_size=cells).view(m, P)
 
 
 def _writable(a: np.ndarray) -> np.ndarray:

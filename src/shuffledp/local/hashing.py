@@ -261,7 +261,8 @@ class LocalHashing(FrequencyOracle):
         if P > MAX_TABLE_PRIME:
             raise ValidationError(f"prime must be <= {MAX_TABLE_PRIME} for the progression method, got {P}",
                                   parameter="prime")
-        return support_counts_progressions(s // P + 1, s % P, y, P, self.g, self.d)
+        q = s // P  # seed = (a - 1) P + b
+        return support_counts_progressions(q + 1, s - q * P, y, P, self.g, self.d)
 
     def support_counts_direct(self, reports: Reports) -> np.ndarray:
         """Reference O(n d) support counts: evaluate every user's hash on every item (chunked)."""
