@@ -24,3 +24,19 @@ def variance_ratio_band(R: int, alpha: float = 1e-4) -> tuple[float, float]:
 def mean_z_bound(alpha: float = 1e-4) -> float:
     """|z| bound for a mean-zero test at level alpha (two-sided)."""
     return float(stats.norm.ppf(1 - alpha / 2))
+
+
+@pytest.fixture
+def restore_logging():
+    """Whatever a test does to the process's logging (``serve`` calls ``dictConfig``, which binds
+    handlers to the captured stderr and disables other loggers) ends with the test."""
+    import logging
+
+    loggers = [logging.getLogger()] + [lg for lg in logging.Logger.manager.loggerDict.values()
+                                       if isinstance(lg, logging.Logger)]
+    saved = [(lg, lg.handlers[:], lg.level, lg.propagate, lg.disabled) for lg in loggers]
+    yield
+    for lg, handlers, level, propagate, disabled in saved:
+        lg.handlers[:] = handlers
+        lg.setLevel(level)
+        lg.propagate, lg.disabled = propagate, disabled

@@ -32,18 +32,9 @@ def no_services(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
-def _logging_state_restored():
+def _logging_state_restored(restore_logging):
     """Whatever a command does to the process's logging (``serve`` calls ``dictConfig``) ends with the test."""
-    import logging
-
-    loggers = [logging.getLogger()] + [lg for lg in logging.Logger.manager.loggerDict.values()
-                                       if isinstance(lg, logging.Logger)]
-    saved = [(lg, lg.handlers[:], lg.level, lg.propagate, lg.disabled) for lg in loggers]
     yield
-    for lg, handlers, level, propagate, disabled in saved:
-        lg.handlers[:] = handlers
-        lg.setLevel(level)
-        lg.propagate, lg.disabled = propagate, disabled
 
 
 def invoke(args: list[str]):

@@ -7,6 +7,8 @@ with an injected clock, on SQLite and PostgreSQL.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
@@ -326,13 +328,16 @@ def test_shuffler_task_registration_is_bounded_and_never_500(tmp_path):
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-5"])
-def test_serve_refuses_a_bad_min_time_precision_variable_in_one_line(tmp_path, monkeypatch, capsys, value):
+def test_serve_refuses_a_bad_min_time_precision_variable_in_one_line(tmp_path, monkeypatch, capsys, value,
+                                                                      restore_logging):
     """``SHUFFLEDP_MIN_TIME_PRECISION`` was read with a bare ``int()``: a non-integer value ended
     ``serve`` with a ValueError traceback instead of the one-line error naming what to fix."""
     from shuffledp.service import serve
     monkeypatch.setenv("SHUFFLEDP_MIN_TIME_PRECISION", value)
+    root_handlers = logging.getLogger().handlers[:]
     with pytest.raises(SystemExit) as ei:
         serve.main(["analyzer", "--db", f"sqlite:///{tmp_path}/a.db"])
     assert ei.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "SHUFFLEDP_MIN_TIME_PRECISION" in err[0], err
+    assert logging.getLogger().handlers == root_handlers, "a refused start must not configure logging"

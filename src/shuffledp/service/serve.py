@@ -177,7 +177,6 @@ def run(role: str, db: str, host: str = "127.0.0.1", port: int = 0, port_file: s
     from .http_common import logging_config
     check_port(port)
     check_database(db)
-    logging.config.dictConfig(logging_config("WARNING"))
     if min_time_precision is None and os.environ.get("SHUFFLEDP_MIN_TIME_PRECISION"):
         v = os.environ["SHUFFLEDP_MIN_TIME_PRECISION"].strip()
         if not (v.isascii() and v.isdigit()):
@@ -187,6 +186,8 @@ def run(role: str, db: str, host: str = "127.0.0.1", port: int = 0, port_file: s
                                            not isinstance(min_time_precision, int) or min_time_precision < 1):
         raise StartupError("--min-time-precision (or SHUFFLEDP_MIN_TIME_PRECISION) must be an integer number of "
                            f"seconds >= 1, got {min_time_precision!r}")
+    # every setting is checked before the process's logging is configured: a refused start changes nothing
+    logging.config.dictConfig(logging_config("WARNING"))
     app = build_app(role, db, tick=tick, close_delay=close_delay, forward_timeout=forward_timeout,
                     retention_every=retention_every, min_time_precision=min_time_precision)
     if body_timeout is not None:
