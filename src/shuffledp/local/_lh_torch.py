@@ -66,7 +66,8 @@ def support_counts_torch(seeds: np.ndarray, y: np.ndarray, prime: int, g: int, d
     dense = (block_cells > _lp._DENSE_RATIO * rows * P + _lp._BLOCK_OVERHEAD)[blk] & (sizes > 0)
     if bool(dense.any()):
         powers = torch.from_numpy(np.array(powers_np)).to(dev)
-        _dense_blocks(torch, counts, j0[dense], sizes[dense], off[dense], powers, P, rows, int(s.numel()))
+        _dense_blocks(torch, counts, j0[dense], sizes[dense], off[dense], blk[dense], powers, P, rows,
+                      int(s.numel()))
     sparse = ~dense
     for c in torch.unique(sizes[sparse]).tolist():  # at most two distinct support sizes
         if c == 0:
@@ -93,27 +94,26 @@ def support_counts_torch(seeds: np.ndarray, y: np.ndarray, prime: int, g: int, d
     return out.cpu().numpy()
 
 
-def _dense_blocks(torch: Any, counts: Any, j0: Any, sizes: Any, off: Any, powers: Any, P: int, rows: int,
-                  n_total: int) -> None:
+def _dense_blocks(torch: Any, counts: Any, j0: Any, sizes: Any, off: Any, blk: Any, powers: Any, P: int,
+                  rows: int, n_total: int) -> None:
     """Add the log-coordinate counts (and item 0's) of the reports in dense blocks of ``rows``
     consecutive offsets to ``counts``: coverage rows, log permutation, wrapped diagonal sums, as
-    :func:`shuffledp.local._lh_progressions._dense_blocks` (no scatter: no atomics on a GPU)."""
+    :func:`shuffledp.local._lh_progressions._dense_blocks` (no scatter: no atomics on a GPU);
+    ``blk = off // rows``."""
     order = P - 1
     dev = j0.device
     dtype = torch.int32 if n_total < (1 << 31) else torch.int64
-    blk = torch.div(off, rows, rounding_mode="floor")
-    idx = torch.argsort(blk, stable=True)
-    blk_sorted = blk[idx]
-    present, per_block = torch.unique_consecutive(blk_sorted, return_counts=True)
+    idx = torch.argsort(blk, stable=True)  # reports grouped by block, permuted once
+    blk, j0, sizes, off = blk[idx], j0[idx], sizes[idx], off[idx]
+    present, per_block = torch.unique_consecutive(blk, return_counts=True)
     ends = torch.cumsum(per_block, 0).tolist()
     perms: dict[int, Any] = {}
     lo = 0
     for k, hi in zip(present.tolist(), ends):
-        sel = idx[lo:hi]
-        lo = hi
         a0 = k * rows
         m = min(rows, order - a0)
-        cover = _coverage_rows(torch, off[sel] - a0, j0[sel], sizes[sel], m, P, dtype)
+        cover = _coverage_rows(torch, off[lo:hi] - a0, j0[lo:hi], sizes[lo:hi], m, P, dtype)
+        lo = hi
         counts[2 * order] += cover[:, 0].sum(dtype=torch.int64)
         if m not in perms:
             perms[m] = powers[torch.remainder(torch.arange(order + m, dtype=torch.int64, device=dev) - m, order)]
